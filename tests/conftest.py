@@ -1,0 +1,90 @@
+"""Shared test fixtures.
+
+- No test touches the network: `_no_external_network` makes any connect() to a non-loopback
+  address fail the test.
+- `shared_raw` points at ../shared/data/raw (other people's captures, never copied into this repo)
+  and skips the test with a clear reason when it is absent.
+- `prefect_harness` is the one session-scoped Prefect test server; request it only in flow tests.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+SHARED_RAW = SHARED / "data" / "raw"
+
+
+def _is_loopback(address: object) -> bool:
+    if isinstance(address, tuple) and address:
+        host = address[0]
+    elif isinstance(address, str | bytes):  # AF_UNIX paths are local
+        return True
+    else:
+        return False
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _no_external_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def guarded_connect(self: socket.socket, address: object) -> object:
+        if not _is_loopback(address):
+            pytest.fail(f"test tried to open a socket to {address!r}; tests must stay offline")
+        return real_connect(self, address)
+
+    def guarded_connect_ex(self: socket.socket, address: object) -> int:
+        if not _is_loopback(address):
+            pytest.fail(f"test tried to open a socket to {address!r}; tests must stay offline")
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", guarded_connect_ex)
+
+
+@pytest.fixture(scope="session")
+def shared_raw() -> Path:
+    """The real provider captures in ../shared/data/raw; skips when they are not there."""
+    if not SHARED_RAW.is_dir():
+        pytest.skip(f"real captures not found at {SHARED_RAW} (../shared is absent in this checkout)")
+    return SHARED_RAW
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """../shared (reference data such as measured_memory_calibration.csv); skips when absent."""
+    if not SHARED.is_dir():
+        pytest.skip(f"../shared not found at {SHARED}")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def prefect_harness() -> Iterator[None]:
+    """One temporary Prefect server for the whole session (starting one costs ~10 s)."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    from prefect.testing.utilities import prefect_test_harness
+
+    with (
+        prefect_test_harness(server_startup_timeout=120),
+        temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+    ):
+        yield
