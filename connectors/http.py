@@ -1,0 +1,507 @@
+"""The one HTTP client factory: timeouts, retries, a size cap, a per-host bound, record/replay.
+
+Every connector gets a `Client` (an `httpx.Client`) from `make_client` and calls `client.fetch(...)`,
+which returns a `RawResponse`. The behaviour lives in a stack of transports, each doing one thing:
+
+    HostLimitTransport   at most `per_host` requests in flight to one host (until the body is read)
+    RetryTransport       retries 429/5xx and connection errors with exponential backoff and jitter,
+                         honouring `Retry-After`; never retries other 4xx
+    SizeCapTransport     fails a response whose body grows past `max_bytes` (per request overridable)
+    RecordTransport      (record=DIR) writes every exchange to a cassette as it streams through
+    HTTPTransport | ReplayTransport (replay=DIR) serves exchanges from a cassette; a request it has
+                         no answer for raises `ReplayMiss` instead of touching the network
+
+Retries live here, once; flows do not retry providers again.
+
+Secrets: the client is given the credential values it may see. They are replaced by `***` in every
+URL, request body and header it records or returns, so a cassette or raw payload never holds a key,
+and replay works without credentials (a connector in replay mode is handed placeholder values that
+are redacted the same way, so its requests match the recorded ones).
+
+Cassette format (one exchange = two files under DIR/<host>/):
+
+    <name>.json   {"request": {"method", "url", "body"},
+                   "response": {"status", "headers", "body_file"}}
+    <name>.body   the response body, byte for byte (`body_file` is relative to the .json file, so a
+                  hand-written cassette may point at a shared fixture instead)
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import random
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import httpx
+
+from connectors.base import FetchError, RawResponse, ReplayMiss, ResponseTooLarge
+
+USER_AGENT = "gpucost/0.1 (+https://github.com/gpucost/gpucost; GPU price catalog)"
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+MAX_BYTES_EXTENSION = "gpucost_max_bytes"
+REDACTED = "***"
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# Headers worth keeping with a raw response: they explain it or let us revalidate it.
+KEPT_HEADERS = (
+    "content-type",
+    "content-length",
+    "etag",
+    "last-modified",
+    "date",
+    "cache-control",
+    "retry-after",
+)
+_CHUNK = 1024 * 1024
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def request_key(method: str, url: str, body: bytes | str | None) -> str:
+    """A stable identity for a request: method, URL with sorted query, body (all redacted)."""
+    parts = urlsplit(url)
+    query = urlencode(sorted(parse_qsl(parts.query, keep_blank_values=True)))
+    normal_url = urlunsplit((parts.scheme, parts.netloc, parts.path, query, ""))
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    return f"{method.upper()} {normal_url}\n{body or ''}"
+
+
+# --- response streams -------------------------------------------------------------------------
+
+
+class _FileStream(httpx.SyncByteStream):
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def __iter__(self) -> Iterator[bytes]:
+        with self._path.open("rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                yield chunk
+
+
+class _WatchedStream(httpx.SyncByteStream):
+    """Wraps a response stream: counts bytes against a cap, runs a callback once on close."""
+
+    def __init__(
+        self,
+        inner: httpx.SyncByteStream,
+        *,
+        max_bytes: int | None = None,
+        url: str = "",
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self._inner = inner
+        self._max_bytes = max_bytes
+        self._url = url
+        self._on_close = on_close
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        seen = 0
+        for chunk in self._inner:
+            seen += len(chunk)
+            if self._max_bytes is not None and seen > self._max_bytes:
+                raise ResponseTooLarge(
+                    f"{self._url}: body exceeded {self._max_bytes:,} bytes; raise the cap for this "
+                    "request (max_bytes=...) if the source really is this large"
+                )
+            yield chunk
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._inner.close()
+        finally:
+            if self._on_close is not None:
+                self._on_close()
+
+
+# --- transports ---------------------------------------------------------------------------------
+
+
+class HostLimitTransport(httpx.BaseTransport):
+    """At most `per_host` requests in flight to any one host; a slot is held until the body closes."""
+
+    def __init__(self, inner: httpx.BaseTransport, per_host: int) -> None:
+        self._inner = inner
+        self._per_host = per_host
+        self._slots: dict[str, threading.BoundedSemaphore] = {}
+        self._lock = threading.Lock()
+
+    def _slot(self, host: str) -> threading.BoundedSemaphore:
+        with self._lock:
+            return self._slots.setdefault(host, threading.BoundedSemaphore(self._per_host))
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        slot = self._slot(request.url.host)
+        slot.acquire()
+        try:
+            response = self._inner.handle_request(request)
+        except BaseException:
+            slot.release()
+            raise
+        response.stream = _WatchedStream(response.stream, on_close=slot.release)  # type: ignore[arg-type]
+        return response
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a `Retry-After` header (delta-seconds or HTTP-date), None if absent."""
+    if not value:
+        return None
+    value = value.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class RetryTransport(httpx.BaseTransport):
+    """Retries 429/5xx responses and connection errors; never other 4xx.
+
+    Delay for attempt n (0-based) is `backoff * 2**n` with ±50% jitter, or the server's
+    `Retry-After` when it sends one, capped at `max_delay` either way so a hostile header cannot
+    stall a run.
+    """
+
+    def __init__(
+        self,
+        inner: httpx.BaseTransport,
+        *,
+        retries: int = 4,
+        backoff: float = 0.5,
+        max_delay: float = 60.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._inner = inner
+        self._retries = retries
+        self._backoff = backoff
+        self._max_delay = max_delay
+        self._sleep = sleep
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self._max_delay)
+        base = self._backoff * (2**attempt)
+        return min(base * random.uniform(0.5, 1.5), self._max_delay)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                response = self._inner.handle_request(request)
+            except httpx.TransportError as exc:
+                if isinstance(exc, httpx.UnsupportedProtocol) or attempt >= self._retries:
+                    raise
+                self._sleep(self._delay(attempt, None))
+                attempt += 1
+                continue
+            if response.status_code not in RETRY_STATUSES or attempt >= self._retries:
+                return response
+            wait = retry_after_seconds(response.headers.get("retry-after"))
+            response.close()
+            self._sleep(self._delay(attempt, wait))
+            attempt += 1
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class SizeCapTransport(httpx.BaseTransport):
+    """Fails a body larger than the cap: at once when Content-Length says so, else while streaming.
+
+    The cap counts bytes as they come over the wire (compressed, when the server compresses).
+    """
+
+    def __init__(self, inner: httpx.BaseTransport, max_bytes: int) -> None:
+        self._inner = inner
+        self._max_bytes = max_bytes
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        cap = int(request.extensions.get(MAX_BYTES_EXTENSION, self._max_bytes))
+        response = self._inner.handle_request(request)
+        declared = response.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > cap:
+            response.close()
+            raise ResponseTooLarge(
+                f"{request.url.copy_with(query=None)}: Content-Length {int(declared):,} exceeds the "
+                f"{cap:,}-byte cap; raise max_bytes for this request if that is expected"
+            )
+        response.stream = _WatchedStream(
+            response.stream,  # type: ignore[arg-type]
+            max_bytes=cap,
+            url=str(request.url.copy_with(query=None)),
+        )
+        return response
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def _slug(url: httpx.URL) -> str:
+    tail = url.path.rstrip("/").rsplit("/", 1)[-1] or "root"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", tail)[:60]
+
+
+class RecordTransport(httpx.BaseTransport):
+    """Writes every exchange to a cassette directory while streaming it to the caller."""
+
+    def __init__(self, inner: httpx.BaseTransport, directory: Path, secrets: frozenset[str]) -> None:
+        self._inner = inner
+        self._dir = directory
+        self._secrets = secrets
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self._inner.handle_request(request)
+        url = redact(str(request.url), self._secrets)
+        body = redact(request.content.decode("utf-8", "replace"), self._secrets) or None
+        key = request_key(request.method, url, body)
+        name = f"{_slug(request.url)}__{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+        host_dir = self._dir / request.url.host
+        host_dir.mkdir(parents=True, exist_ok=True)
+        body_path = host_dir / f"{name}.body"
+        part = body_path.with_suffix(".part")
+        inner_stream = response.stream
+        secrets = self._secrets
+
+        class _Tee(httpx.SyncByteStream):
+            def __iter__(self) -> Iterator[bytes]:
+                with part.open("wb") as out:
+                    for chunk in inner_stream:  # type: ignore[union-attr]
+                        out.write(chunk)
+                        yield chunk
+                part.replace(body_path)
+                headers = {
+                    k: redact(v, secrets)
+                    for k, v in response.headers.items()
+                    # content-encoding too: the body file holds the bytes as sent (maybe gzip)
+                    if k.lower() in (*KEPT_HEADERS, "content-encoding") and k.lower() != "content-length"
+                }
+                meta = {
+                    "request": {"method": request.method, "url": url, "body": body},
+                    "response": {
+                        "status": response.status_code,
+                        "headers": headers,
+                        "body_file": body_path.name,
+                    },
+                }
+                (host_dir / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+            def close(self) -> None:
+                inner_stream.close()  # type: ignore[union-attr]
+
+        response.stream = _Tee()
+        return response
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class ReplayTransport(httpx.BaseTransport):
+    """Serves recorded exchanges; a request with no recorded answer raises `ReplayMiss`."""
+
+    def __init__(self, directory: Path, secrets: frozenset[str]) -> None:
+        if not directory.is_dir():
+            raise FileNotFoundError(f"replay cassette directory {directory} does not exist")
+        self._secrets = secrets
+        self._exchanges: dict[str, tuple[int, dict[str, str], Path]] = {}
+        for meta_path in sorted(directory.rglob("*.json")):
+            try:
+                meta = json.loads(meta_path.read_text())
+                req, resp = meta["request"], meta["response"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # not a cassette entry (e.g. a fixture body that happens to be JSON)
+            key = request_key(req["method"], req["url"], req.get("body"))
+            body_path = (meta_path.parent / resp["body_file"]).resolve()
+            self._exchanges[key] = (int(resp["status"]), dict(resp.get("headers", {})), body_path)
+        if not self._exchanges:
+            raise FileNotFoundError(f"no cassette entries (*.json with request/response) in {directory}")
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = redact(str(request.url), self._secrets)
+        body = redact(request.content.decode("utf-8", "replace"), self._secrets) or None
+        key = request_key(request.method, url, body)
+        try:
+            status, headers, body_path = self._exchanges[key]
+        except KeyError:
+            raise ReplayMiss(
+                f"replay: no recorded answer for {request.method} {url}"
+                + (f" with body {body[:200]!r}" if body else "")
+                + "; record one with `gpucost refresh --record DIR`"
+            ) from None
+        return httpx.Response(status, headers=headers, stream=_FileStream(body_path), request=request)
+
+
+# --- the client -----------------------------------------------------------------------------------
+
+
+class Client(httpx.Client):
+    """An `httpx.Client` that knows which values are secrets and returns `RawResponse`s."""
+
+    secrets: frozenset[str]
+    spool_dir: Path
+    mode: str
+
+    def fetch(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        max_bytes: int | None = None,
+        spool: bool = False,
+        ok_statuses: Iterable[int] = (),
+    ) -> RawResponse:
+        """Send one request and return exactly what came back, secrets redacted.
+
+        A status of 400 and above raises `FetchError` (after the retry layer has given up on
+        429/5xx), unless it is in `ok_statuses`. 304 Not Modified is returned as is. With
+        `spool=True` the body is streamed to a file under `spool_dir` instead of memory.
+        """
+        extensions = {MAX_BYTES_EXTENSION: max_bytes} if max_bytes is not None else None
+        request = self.build_request(
+            method,
+            url,
+            params=params,
+            json=json,
+            content=content,
+            headers=headers,
+            extensions=extensions,
+        )
+        safe_url = redact(str(request.url), self.secrets)
+        fetched_at = datetime.now(UTC)
+        try:
+            response = self.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise FetchError(
+                f"{method} {safe_url}: {type(exc).__name__}: {redact(str(exc), self.secrets)}"
+            ) from None
+        try:
+            body = b""
+            body_path: Path | None = None
+            if spool:
+                self.spool_dir.mkdir(parents=True, exist_ok=True)
+                fd, name = tempfile.mkstemp(prefix="body-", dir=self.spool_dir)
+                body_path = Path(name)
+                with open(fd, "wb") as out:  # noqa: PTH123 - mkstemp hands us a descriptor
+                    for chunk in response.iter_bytes(_CHUNK):
+                        out.write(chunk)
+            else:
+                body = response.read()
+        except httpx.TransportError as exc:
+            raise FetchError(f"{method} {safe_url}: {type(exc).__name__} while reading body") from None
+        finally:
+            response.close()
+        status = response.status_code
+        if status >= 400 and status not in set(ok_statuses):
+            excerpt = redact(body[:300].decode("utf-8", "replace"), self.secrets).strip()
+            if body_path is not None:
+                body_path.unlink(missing_ok=True)
+            raise FetchError(f"{method} {safe_url} answered HTTP {status}: {excerpt or '(empty body)'}")
+        request_body = request.content or None
+        return RawResponse(
+            url=safe_url,
+            method=method.upper(),
+            status=status,
+            fetched_at=fetched_at,
+            headers={
+                k.lower(): redact(v, self.secrets)
+                for k, v in response.headers.items()
+                if k.lower() in KEPT_HEADERS
+            },
+            content_type=response.headers.get("content-type", ""),
+            request_body=(
+                redact(request_body.decode("utf-8", "replace"), self.secrets).encode()
+                if request_body
+                else None
+            ),
+            body=body,
+            body_path=body_path,
+        )
+
+
+def make_client(
+    *,
+    secrets: Iterable[str] = (),
+    record: Path | None = None,
+    replay: Path | None = None,
+    timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    per_host: int = 4,
+    retries: int = 4,
+    backoff: float = 0.5,
+    sleep: Callable[[float], None] = time.sleep,
+    spool_dir: Path | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> Client:
+    """The one client factory. `transport` replaces the network layer (tests pass a MockTransport)."""
+    if record is not None and replay is not None:
+        raise ValueError("record and replay are exclusive: replaying while recording records nothing new")
+    secret_set = frozenset(s for s in secrets if s)
+    base: httpx.BaseTransport
+    if replay is not None:
+        base = ReplayTransport(Path(replay), secret_set)
+    elif transport is not None:
+        base = transport
+    else:
+        base = httpx.HTTPTransport(retries=0)
+    if record is not None:
+        base = RecordTransport(base, Path(record), secret_set)
+    stack = HostLimitTransport(
+        RetryTransport(SizeCapTransport(base, max_bytes), retries=retries, backoff=backoff, sleep=sleep),
+        per_host,
+    )
+    client = Client(
+        transport=stack,
+        timeout=timeout,
+        headers={"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate"},
+        follow_redirects=True,
+    )
+    client.secrets = secret_set
+    client.spool_dir = spool_dir or Path(tempfile.gettempdir()) / "gpucost-spool"
+    client.mode = "replay" if replay is not None else "record" if record is not None else "live"
+    return client
+
+
+def remove_spooled(response: RawResponse) -> None:
+    """Delete a spooled body once it has been archived."""
+    if response.body_path is not None:
+        response.body_path.unlink(missing_ok=True)
+
+
+__all__ = [
+    "Client",
+    "make_client",
+    "redact",
+    "remove_spooled",
+    "request_key",
+    "retry_after_seconds",
+]
