@@ -134,6 +134,21 @@ class _WatchedStream(httpx.SyncByteStream):
                 self._on_close()
 
 
+def _restream(response: httpx.Response, stream: httpx.SyncByteStream) -> httpx.Response:
+    """The same response over a wrapped stream.
+
+    A new Response rather than assigning `.stream`: httpx pre-reads in-memory bodies at
+    construction (MockTransport, ReplayTransport), and such a response would never pull the wrapper.
+    """
+    return httpx.Response(
+        response.status_code,
+        headers=response.headers,
+        stream=stream,
+        request=response._request,
+        extensions=response.extensions,
+    )
+
+
 # --- transports ---------------------------------------------------------------------------------
 
 
@@ -158,8 +173,7 @@ class HostLimitTransport(httpx.BaseTransport):
         except BaseException:
             slot.release()
             raise
-        response.stream = _WatchedStream(response.stream, on_close=slot.release)  # type: ignore[arg-type]
-        return response
+        return _restream(response, _WatchedStream(response.stream, on_close=slot.release))  # type: ignore[arg-type]
 
     def close(self) -> None:
         self._inner.close()
@@ -252,12 +266,14 @@ class SizeCapTransport(httpx.BaseTransport):
                 f"{request.url.copy_with(query=None)}: Content-Length {int(declared):,} exceeds the "
                 f"{cap:,}-byte cap; raise max_bytes for this request if that is expected"
             )
-        response.stream = _WatchedStream(
-            response.stream,  # type: ignore[arg-type]
-            max_bytes=cap,
-            url=str(request.url.copy_with(query=None)),
+        return _restream(
+            response,
+            _WatchedStream(
+                response.stream,  # type: ignore[arg-type]
+                max_bytes=cap,
+                url=str(request.url.copy_with(query=None)),
+            ),
         )
-        return response
 
     def close(self) -> None:
         self._inner.close()
@@ -315,8 +331,7 @@ class RecordTransport(httpx.BaseTransport):
             def close(self) -> None:
                 inner_stream.close()  # type: ignore[union-attr]
 
-        response.stream = _Tee()
-        return response
+        return _restream(response, _Tee())
 
     def close(self) -> None:
         self._inner.close()
