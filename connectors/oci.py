@@ -1,0 +1,253 @@
+"""OCI: GPU shape prices from Oracle's public price list and the Cost Estimator's shape list.
+
+Sources (no auth, no documented rate limit, two or three requests a run):
+- price list `GET https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD`:
+  `{"items": [{partNumber, displayName, metricName, serviceCategory, currencyCodeLocalizations:
+  [{currencyCode, prices: [{model: "PAY_AS_YOU_GO", value}]}]}]}`. GPU parts have the metric
+  "GPU Per Hour" (e.g. B98415 "Compute - GPU - H100", $10 per GPU-hour). Oracle's REST (ORDS)
+  paging (`hasMore` + a `links` entry with `rel="next"`) is followed when present.
+- shapes `GET https://www.oracle.com/a/ocom/docs/cloudestimator2/data/shapes.json`:
+  `{"items": [{name, hidden, status, allowPreemptible, bundleMemoryQty, gpuQty, gpuMemoryQty,
+  shapeType, subType, products: [{partNumber, qty, type}]}]}`. A GPU shape lists the GPU part it is
+  billed by (e.g. BM.GPU.H100.8 -> B98415; `qty` there is the OCPU count).
+
+Pricing rule: OCI bills a GPU shape per GPU-hour and that rate covers the shape's bundled OCPUs
+and memory (OCI's compute price list; BM.GPU.H100.8 lists at 8 x $10 = $80/h), so an instance is
+`gpuQty x` the GPU part's PAY_AS_YOU_GO price. OCI list prices are the same in every region:
+`region="global"`.
+
+Preemptible: OCI's preemptible capacity is a fixed 50% of the on-demand list price, not a market.
+Shapes with `allowPreemptible` get a second offer with `pricing_type="spot"`,
+`price_source="estimated"` and half the list price, never labelled `market`.
+
+Quirks handled:
+- Display names such as "BM.GPU.GB200.4 (NVL72)" lose the parenthesised suffix, so
+  `instance_type` is the name the Compute API uses (the display name stays in provider_data).
+- `gpuMemoryQty` is the shape's total GPU memory (per GPU = total / gpuQty); OCI reports it per
+  GPU for at least BM.GPU.MI355X.8, so `gpu_memory_gb_raw` is "as stated" and normalization snaps it.
+- `gpu_name_raw` is the model token of the shape name (BM.GPU.H100.8 -> "H100",
+  BM.GPU.A100-v2.8 -> "A100"); generation-named shapes (BM.GPU4.8, VM.GPU3.1) do not name the
+  model, so it is None there and the instance_types seed resolves the GPU.
+- Hidden or non-ACTIVE shapes and GPU shapes whose part has no USD price are skipped and counted by
+  `exclusions(responses)`. No GPU part or no GPU shape at all raises `LayoutChanged`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from connectors.base import LayoutChanged, Offer, RawResponse, Unchanged
+from connectors.http import Client, request_key
+
+name = "oci"
+requires: tuple[str, ...] = ()
+
+PRODUCTS_URL = "https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/"
+SHAPES_URL = "https://www.oracle.com/a/ocom/docs/cloudestimator2/data/shapes.json"
+CURRENCY = "USD"
+GPU_METRIC = "GPU Per Hour"
+PRICE_MODEL = "PAY_AS_YOU_GO"
+PREEMPTIBLE_FRACTION = 0.5  # OCI: "Preemptible instances are priced at 50% of regular instances"
+MAX_PAGES = 50
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPart:
+    """One GPU price-list part: USD per GPU-hour, pay as you go."""
+
+    part_number: str
+    display_name: str
+    price_per_gpu_hour: float
+
+
+def fetch(
+    client: Client,
+    creds: Mapping[str, str],
+    previous: Mapping[str, Mapping[str, str]] | None = None,
+) -> Iterator[RawResponse]:
+    response = client.fetch("GET", PRODUCTS_URL, params={"currencyCode": CURRENCY})
+    seen = {request_key("GET", response.url, None)}
+    for _ in range(MAX_PAGES):
+        yield response
+        link = next_page_link(response.json())
+        if link is None:
+            break
+        if request_key("GET", link, None) in seen:
+            raise LayoutChanged(f"{response.url}: `next` link {link!r} repeats an earlier page")
+        seen.add(request_key("GET", link, None))
+        response = client.fetch("GET", link)
+    else:
+        raise LayoutChanged(f"more than {MAX_PAGES} pages from {PRODUCTS_URL}; is paging looping?")
+    yield client.fetch("GET", SHAPES_URL)
+
+
+def next_page_link(payload: Any) -> str | None:
+    """The ORDS `next` link when the payload says `hasMore`; None for a single-page answer."""
+    if not isinstance(payload, dict) or not payload.get("hasMore"):
+        return None
+    for link in payload.get("links") or []:
+        if isinstance(link, dict) and link.get("rel") == "next" and link.get("href"):
+            return str(link["href"])
+    raise LayoutChanged("price list says hasMore but has no `links` entry with rel='next'")
+
+
+def gpu_parts(payload: Any, url: str = PRODUCTS_URL) -> dict[str, GpuPart]:
+    """The price list's GPU parts ("GPU Per Hour"), by part number."""
+    items = _items(payload, url)
+    parts: dict[str, GpuPart] = {}
+    for item in items:
+        if not isinstance(item, dict) or item.get("metricName") != GPU_METRIC:
+            continue
+        price = _payg_price(item.get("currencyCodeLocalizations"))
+        if price is not None and item.get("partNumber"):
+            parts[item["partNumber"]] = GpuPart(
+                item["partNumber"], " ".join(str(item.get("displayName", "")).split()), price
+            )
+    if not parts:
+        raise LayoutChanged(
+            f"{url}: no item with metricName {GPU_METRIC!r} and a {CURRENCY} {PRICE_MODEL} price "
+            f"among {len(items)} items; has the price list changed its metrics?"
+        )
+    return parts
+
+
+def shape_name(display_name: str) -> str:
+    """The Compute API name of a shape: "BM.GPU.GB200.4 (NVL72)" -> "BM.GPU.GB200.4"."""
+    return display_name.split(" (", 1)[0].strip()
+
+
+def gpu_token(shape: str) -> str | None:
+    """The GPU model a shape name states: BM.GPU.H100.8 -> "H100"; BM.GPU4.8 -> None."""
+    parts = shape_name(shape).split(".")
+    if len(parts) >= 4 and parts[1] == "GPU":
+        return re.sub(r"-v\d+$", "", parts[2]) or None
+    return None
+
+
+def shape_offers(shape: Mapping[str, Any], parts: Mapping[str, GpuPart]) -> list[Offer] | str:
+    """The offers of one shape, or why it has none ("not_gpu", "hidden", "no_gpu_price")."""
+    gpu_qty = shape.get("gpuQty")
+    if not isinstance(gpu_qty, int | float) or isinstance(gpu_qty, bool) or gpu_qty <= 0:
+        return "not_gpu"
+    if shape.get("hidden") or shape.get("status") != "ACTIVE":
+        return "hidden"
+    products = shape.get("products") or []
+    part = next(
+        (parts[p["partNumber"]] for p in products if isinstance(p, dict) and p.get("partNumber") in parts),
+        None,
+    )
+    if part is None:
+        return "no_gpu_price"
+    display = str(shape.get("name", ""))
+    instance = shape_name(display)
+    total_memory = shape.get("gpuMemoryQty")
+    per_gpu_memory = (
+        total_memory / gpu_qty if isinstance(total_memory, int | float) and total_memory else None
+    )
+    ram = shape.get("bundleMemoryQty")
+    ocpus = next((p.get("qty") for p in products if p.get("partNumber") == part.part_number), None)
+    list_price = round(gpu_qty * part.price_per_gpu_hour, 6)
+    data = {
+        "display_name": display,
+        "part_number": part.part_number,
+        "part_display_name": part.display_name,
+        "price_per_gpu_hour": part.price_per_gpu_hour,
+        "gpu_memory_qty": total_memory,
+        "ocpus": ocpus,
+        "shape_type": (shape.get("shapeType") or {}).get("value"),
+        "allow_preemptible": bool(shape.get("allowPreemptible")),
+    }
+    common: dict[str, Any] = {
+        "provider": name,
+        "instance_type": instance,
+        "region": "global",
+        "currency": CURRENCY,
+        "gpu_name_raw": gpu_token(instance),
+        "gpu_count": float(gpu_qty),
+        "gpu_memory_gb_raw": per_gpu_memory,
+        "ram_gb": float(ram) if isinstance(ram, int | float) and ram else None,
+    }
+    offers = [
+        Offer(
+            pricing_type="on_demand",
+            price_source="list",
+            price_per_hour=list_price,
+            provider_data=data,
+            **common,
+        )
+    ]
+    if shape.get("allowPreemptible"):
+        offers.append(
+            Offer(
+                pricing_type="spot",
+                price_source="estimated",
+                price_per_hour=round(list_price * PREEMPTIBLE_FRACTION, 6),
+                provider_data={**data, "estimate_rule": "preemptible = 50% of on-demand list"},
+                **common,
+            )
+        )
+    return offers
+
+
+def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged]:
+    yield from _classify(responses)[0]
+
+
+def exclusions(responses: Sequence[RawResponse]) -> dict[str, int]:
+    """How many GPU shapes `parse` left out, by reason (hidden, no_gpu_price)."""
+    return dict(_classify(responses)[1])
+
+
+def _classify(responses: Sequence[RawResponse]) -> tuple[list[Offer], Counter[str]]:
+    product_pages = [r for r in responses if r.url.split("?", 1)[0] == PRODUCTS_URL]
+    shape_pages = [r for r in responses if r.url.split("?", 1)[0] == SHAPES_URL]
+    if not product_pages or not shape_pages:
+        raise LayoutChanged(
+            f"OCI needs both the price list ({PRODUCTS_URL}) and the shapes ({SHAPES_URL}); got "
+            f"{[r.url for r in responses]}"
+        )
+    parts: dict[str, GpuPart] = {}
+    for page in product_pages:
+        # Pages are disjoint; a part listed on several keeps the last price seen.
+        parts.update(gpu_parts(page.json(), page.url))
+    offers: list[Offer] = []
+    counts: Counter[str] = Counter()
+    for page in shape_pages:
+        for shape in _items(page.json(), page.url):
+            result = shape_offers(shape, parts)
+            if isinstance(result, str):
+                if result != "not_gpu":
+                    counts[result] += 1
+                continue
+            offers.extend(result)
+    if not offers:
+        raise LayoutChanged(
+            f"{SHAPES_URL}: no ACTIVE shape with `gpuQty` billed by a GPU part "
+            f"({sorted(parts)}); has shapes.json changed its fields?"
+        )
+    return offers, counts
+
+
+def _items(payload: Any, url: str) -> list[Any]:
+    if not isinstance(payload, dict) or not isinstance(payload.get("items"), list):
+        keys = sorted(payload) if isinstance(payload, dict) else type(payload).__name__
+        raise LayoutChanged(f"{url}: `items` list missing (got {keys}); has the format changed?")
+    return payload["items"]
+
+
+def _payg_price(localizations: Any) -> float | None:
+    for localization in localizations or []:
+        if not isinstance(localization, dict) or localization.get("currencyCode") != CURRENCY:
+            continue
+        for price in localization.get("prices") or []:
+            value = price.get("value") if isinstance(price, dict) else None
+            if price.get("model") == PRICE_MODEL and isinstance(value, int | float):
+                number = float(value)
+                if math.isfinite(number) and number > 0:
+                    return number
+    return None

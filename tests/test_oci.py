@@ -1,0 +1,185 @@
+"""OCI connector: price list + shapes, preemptible estimate, real price list, paging, replay."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from connectors import oci
+from connectors.base import LayoutChanged, Offer, RawResponse
+from connectors.http import make_client
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "oci"
+REPLAY = REPO / "tests" / "replay"
+PRODUCTS_FIXTURE = FIXTURES / "products__2026-11-29.json"
+SHAPES_FIXTURE = FIXTURES / "shapes__2026-11-29.json"
+
+
+def response(url: str, body: bytes) -> RawResponse:
+    return RawResponse(
+        url=url, method="GET", status=200, fetched_at=datetime(2026, 11, 29, tzinfo=UTC), body=body
+    )
+
+
+def responses(products: bytes, shapes: bytes) -> list[RawResponse]:
+    return [response(oci.PRODUCTS_URL + "?currencyCode=USD", products), response(oci.SHAPES_URL, shapes)]
+
+
+def by_key(offers: list[Any]) -> dict[tuple[str, str], Offer]:
+    return {(o.instance_type, o.pricing_type): o for o in offers if isinstance(o, Offer)}
+
+
+@pytest.mark.parametrize(
+    ("shape", "token"),
+    [
+        ("BM.GPU.H100.8", "H100"),
+        ("VM.GPU.A10.1", "A10"),
+        ("BM.GPU.A100-v2.8", "A100"),
+        ("BM.GPU.GB200.4 (NVL72)", "GB200"),
+        ("BM.GPU.L40S.4", "L40S"),
+        ("BM.GPU4.8", None),
+        ("VM.GPU3.1", None),
+        ("VM.Standard.E4.Flex", None),
+    ],
+)
+def test_gpu_token(shape: str, token: str | None) -> None:
+    assert oci.gpu_token(shape) == token
+
+
+def test_shape_name_drops_the_display_suffix() -> None:
+    assert oci.shape_name("BM.GPU.GB200.4 (NVL72)") == "BM.GPU.GB200.4"
+    assert oci.shape_name("BM.GPU.H100.8") == "BM.GPU.H100.8"
+
+
+def test_fixture_offers() -> None:
+    parsed = responses(PRODUCTS_FIXTURE.read_bytes(), SHAPES_FIXTURE.read_bytes())
+    offers = by_key(list(oci.parse(parsed)))
+    h100 = offers[("BM.GPU.H100.8", "on_demand")]
+    assert (h100.price_per_hour, h100.gpu_count, h100.gpu_memory_gb_raw, h100.ram_gb) == (
+        80.0,
+        8.0,
+        80.0,
+        2048.0,
+    )
+    assert (h100.region, h100.price_source, h100.gpu_name_raw) == ("global", "list", "H100")
+    assert ("BM.GPU.H100.8", "spot") not in offers  # allowPreemptible is false
+    a10_spot = offers[("VM.GPU.A10.1", "spot")]
+    assert (a10_spot.price_per_hour, a10_spot.price_source) == (1.0, "estimated")
+    assert offers[("BM.GPU4.8", "on_demand")].price_per_hour == pytest.approx(24.4)
+    assert offers[("BM.GPU4.8", "on_demand")].gpu_name_raw is None
+    assert set(offers) == {
+        ("BM.GPU.H100.8", "on_demand"),
+        ("VM.GPU.A10.1", "on_demand"),
+        ("VM.GPU.A10.1", "spot"),
+        ("BM.GPU4.8", "on_demand"),
+    }
+    assert oci.exclusions(parsed) == {"no_gpu_price": 1, "hidden": 1}
+
+
+def test_preemptible_is_never_a_market_price() -> None:
+    parsed = responses(PRODUCTS_FIXTURE.read_bytes(), SHAPES_FIXTURE.read_bytes())
+    assert {
+        o.price_source for o in oci.parse(parsed) if isinstance(o, Offer) and o.pricing_type == "spot"
+    } == {"estimated"}
+
+
+# --- real captures --------------------------------------------------------------------------------
+
+
+def test_real_price_list_gpu_parts(shared_raw: Path) -> None:
+    payload = json.loads((shared_raw / "oci" / "cetools-products-prices_usd.json").read_text())
+    parts = oci.gpu_parts(payload)
+    assert len(payload["items"]) == 450
+    assert len(parts) == 7
+    assert parts["B98415"].price_per_gpu_hour == 10.0  # H100
+    assert parts["B95909"] == oci.GpuPart("B95909", "Compute - GPU - A10", 2.0)  # double space collapsed
+    assert parts["B95907"].price_per_gpu_hour == 4.0  # A100 v2
+
+
+def test_real_price_list_with_our_shapes(shared_raw: Path) -> None:
+    products = (shared_raw / "oci" / "cetools-products-prices_usd.json").read_bytes()
+    offers = by_key(list(oci.parse(responses(products, SHAPES_FIXTURE.read_bytes()))))
+    assert offers[("BM.GPU.H100.8", "on_demand")].price_per_hour == 80.0
+    assert offers[("VM.GPU.A10.1", "spot")].price_per_hour == 1.0
+    assert offers[("BM.GPU4.8", "on_demand")].price_per_hour == pytest.approx(8 * 3.05)
+
+
+def test_real_trimmed_shapes_hold_no_gpu_shape(shared_raw: Path) -> None:
+    shapes = (shared_raw / "oci" / "cost-estimator-shapes-trimmed.json").read_bytes()
+    assert [item["gpuQty"] for item in json.loads(shapes)["items"]] == [None, None]
+    with pytest.raises(LayoutChanged, match="no ACTIVE shape with `gpuQty`"):
+        list(oci.parse(responses(PRODUCTS_FIXTURE.read_bytes(), shapes)))
+
+
+# --- malformed payloads and the HTTP path ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("products", "shapes", "match"),
+    [
+        (b'{"products": []}', None, "`items` list missing"),
+        (b'{"items": [{"partNumber": "B1", "metricName": "OCPU Per Hour"}]}', None, "GPU Per Hour"),
+        (None, b"[]", "`items` list missing"),
+        (None, b"<html>maintenance</html>", "expected JSON"),
+    ],
+)
+def test_malformed_payloads_are_layout_changes(
+    products: bytes | None, shapes: bytes | None, match: str
+) -> None:
+    parsed = responses(products or PRODUCTS_FIXTURE.read_bytes(), shapes or SHAPES_FIXTURE.read_bytes())
+    with pytest.raises(LayoutChanged, match=match):
+        list(oci.parse(parsed))
+
+
+def test_parse_needs_both_sources() -> None:
+    with pytest.raises(LayoutChanged, match="needs both"):
+        list(oci.parse(responses(PRODUCTS_FIXTURE.read_bytes(), b"{}")[:1]))
+
+
+def test_fetch_follows_ords_paging_then_gets_shapes() -> None:
+    products = json.loads(PRODUCTS_FIXTURE.read_text())
+    first = {
+        "items": products["items"][:2],
+        "hasMore": True,
+        "links": [{"rel": "next", "href": oci.PRODUCTS_URL + "?currencyCode=USD&offset=2"}],
+    }
+    second = {"items": products["items"][2:], "hasMore": False, "links": []}
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        if request.url.host == "www.oracle.com":
+            return httpx.Response(200, content=SHAPES_FIXTURE.read_bytes())
+        return httpx.Response(200, json=second if "offset" in str(request.url) else first)
+
+    with make_client(transport=httpx.MockTransport(handler)) as client:
+        fetched = list(oci.fetch(client, {}))
+    assert len(fetched) == 3 and seen[-1] == oci.SHAPES_URL
+    assert ("BM.GPU4.8", "on_demand") in by_key(list(oci.parse(fetched)))  # its part is on page 2
+
+
+def test_fetch_stops_a_paging_loop() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, json={"items": [], "hasMore": True, "links": [{"rel": "next", "href": str(request.url)}]}
+        )
+
+    with (
+        make_client(transport=httpx.MockTransport(handler)) as client,
+        pytest.raises(LayoutChanged, match="repeats"),
+    ):
+        list(oci.fetch(client, {}))
+
+
+def test_replay_cassette_runs_fetch_and_parse_offline() -> None:
+    with make_client(replay=REPLAY) as client:
+        fetched = list(oci.fetch(client, {}))
+    offers = by_key(list(oci.parse(fetched)))
+    assert len(offers) == 4
+    assert offers[("VM.GPU.A10.1", "on_demand")].price_per_hour == 2.0
