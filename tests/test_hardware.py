@@ -1,0 +1,551 @@
+"""warehouse.hardware and the hardware seeds: integrity, known quirks, real captures, SkyPilot."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from warehouse.hardware import (
+    SEEDS_DIR,
+    VRAM_TOLERANCE,
+    HardwareCatalog,
+    normalize_gpu_name,
+    normalize_instance_type,
+)
+
+DISAGREEMENTS = Path(__file__).parent / "data" / "skypilot_disagreements.csv"
+MIB = 1 / 1024
+
+
+@pytest.fixture(scope="module")
+def hw() -> HardwareCatalog:
+    return HardwareCatalog.load()
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    with (SEEDS_DIR / name).open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+# --- seed integrity -------------------------------------------------------------------------
+
+SEEDS = ["gpus.csv", "gpu_aliases.csv", "instance_types.csv", "providers.csv"]
+
+
+@pytest.mark.parametrize("name", SEEDS)
+def test_every_seed_row_has_a_source(name: str) -> None:
+    missing = [r for r in _rows(name) if not r["source"].strip()]
+    assert not missing, f"{name}: rows without a source: {missing}"
+
+
+@pytest.mark.parametrize("name", SEEDS)
+def test_seed_headers_are_snake_case_and_rectangular(name: str) -> None:
+    with (SEEDS_DIR / name).open(newline="", encoding="utf-8") as handle:
+        table = list(csv.reader(handle))
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", h) for h in table[0]), table[0]
+    assert {len(r) for r in table} == {len(table[0])}
+
+
+def test_canonical_names_are_unique() -> None:
+    names = [r["gpu_name"] for r in _rows("gpus.csv")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+def test_aliases_are_unique_after_normalization() -> None:
+    keys = [(r["provider"], normalize_gpu_name(r["raw_name"])) for r in _rows("gpu_aliases.csv")]
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    assert not dupes, f"aliases that normalize to the same key: {dupes}"
+
+
+def test_instance_types_are_unique() -> None:
+    keys = [
+        (r["provider"], normalize_instance_type(r["provider"], r["instance_type"]))
+        for r in _rows("instance_types.csv")
+    ]
+    assert not sorted({k for k in keys if keys.count(k) > 1})
+
+
+def test_every_reference_points_at_a_canonical_gpu(hw: HardwareCatalog) -> None:
+    targets = {a.gpu_name for a in hw.aliases} | {c for a in hw.aliases for c in a.candidates}
+    targets |= {row.gpu_name for row in hw.instance_types}
+    assert targets - set(hw.gpus) == set()
+
+
+def test_alias_default_is_one_of_its_candidates(hw: HardwareCatalog) -> None:
+    bad = [a.raw_name for a in hw.aliases if a.candidates and a.gpu_name not in a.candidates]
+    assert not bad
+
+
+def test_seed_values_are_in_range(hw: HardwareCatalog) -> None:
+    for spec in hw.gpus.values():
+        assert 4 <= spec.vram_gb <= 300, spec
+        for tflops in (spec.bf16_tflops, spec.fp16_tflops, spec.fp8_tflops):
+            assert tflops is None or 1 <= tflops <= 5000, spec
+        # a precision with a TFLOPS figure must be flagged as supported
+        assert spec.bf16_tflops is None or spec.supports_bf16, spec
+        assert spec.fp8_tflops is None or spec.supports_fp8, spec
+    fabrics = {"NVSwitch", "NVLink mesh", "NVLink bridge", "Infinity Fabric", "PCIe", "none"}
+    for row in hw.instance_types:
+        assert row.intra_node_interconnect in fabrics | {None}, row
+        assert row.inter_node_fabric in {"EFA", "InfiniBand", "RoCE", "ethernet", "none", None}
+        assert row.gpu_count is None or 0 < row.gpu_count <= 16, row
+        if row.gpu_count is not None and row.gpu_count < 1:
+            assert row.intra_node_interconnect == "none", row
+        if row.gpu_count is not None and row.gpu_count > 1:
+            # None = not known (stated in the row's notes); "none" would be a contradiction
+            assert row.intra_node_interconnect != "none", row
+
+
+def test_multi_gpu_training_nodes_record_their_fabric(hw: HardwareCatalog) -> None:
+    """The 8-GPU nodes the issue names must carry intra- and inter-node figures."""
+    cases = {
+        ("aws", "p4d.24xlarge"): ("NVSwitch", 600, "EFA", 400),
+        ("aws", "p5.48xlarge"): ("NVSwitch", 900, "EFA", 3200),
+        ("aws", "p5e.48xlarge"): ("NVSwitch", 900, "EFA", 3200),
+        ("aws", "g6e.48xlarge"): ("PCIe", None, "EFA", 400),
+        ("azure", "Standard_ND96asr_v4"): ("NVSwitch", 600, "InfiniBand", 1600),
+        ("azure", "Standard_ND96amsr_A100_v4"): ("NVSwitch", 600, "InfiniBand", 1600),
+        ("azure", "Standard_ND96isr_H100_v5"): ("NVSwitch", 900, "InfiniBand", 3200),
+        ("azure", "Standard_ND96isr_MI300X_v5"): ("Infinity Fabric", 896, "InfiniBand", 3200),
+        ("gcp", "a3-megagpu-8g"): ("NVSwitch", 900, "ethernet", 1600),
+        ("gcp", "a3-ultragpu-8g"): ("NVSwitch", 900, "RoCE", 3200),
+        ("gcp", "a4-highgpu-8g"): ("NVSwitch", 1800, "RoCE", 3200),
+        ("oci", "BM.GPU.H100.8"): ("NVSwitch", 900, "RoCE", 3200),
+    }
+    for (provider, instance_type), (intra, intra_gbps, fabric, gbps) in cases.items():
+        m = hw.resolve(provider, instance_type, None, None)
+        assert m is not None, instance_type
+        got = (m.intra_node_interconnect, m.intra_node_gbps, m.inter_node_fabric)
+        assert got == (intra, intra_gbps, fabric), instance_type
+        assert m.inter_node_gbps == gbps, instance_type
+        assert m.gpu_count == 8
+
+
+# --- normalization --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ("NVIDIA GeForce RTX 4090", "rtx4090"),
+        ("nvidia-tesla-a100", "a100"),
+        ("Nvidia Tesla A100 80GB GPU", "a10080gb"),
+        ("A100-80GB", "a10080gb"),
+        ("AMD Instinct MI300X OAM", "mi300xoam"),
+        ("amd_mi300x", "mi300x"),
+    ],
+)
+def test_normalize_gpu_name(raw: str, key: str) -> None:
+    assert normalize_gpu_name(raw) == key
+
+
+def test_azure_spellings_of_one_size_share_a_key() -> None:
+    spellings = ["Standard_NC40ads_H100_v5", "NC40adsH100v5", "NC40adsH100v5 Spot"]
+    spellings += ["Standard_NC40ads_H100_v5_Low_Priority"]
+    assert {normalize_instance_type("azure", s) for s in spellings} == {"nc40adsh100v5"}
+
+
+# --- known quirks ---------------------------------------------------------------------------
+
+
+def test_aws_l4_reported_as_22888_mib_is_24_gb(hw: HardwareCatalog) -> None:
+    m = hw.resolve("aws", "g6.xlarge", None, 22888 * MIB)
+    assert (m.gpu_name, m.vram_gb, m.gpu_count) == ("L4", 24, 1)
+    assert hw.snap_vram("L4", 22888 * MIB) == 24
+
+
+def test_aws_l40s_reported_as_45776_mib_is_48_gb(hw: HardwareCatalog) -> None:
+    m = hw.resolve("aws", "g6e.xlarge", None, 45776 * MIB)
+    assert (m.gpu_name, m.vram_gb) == ("L40S", 48)
+    assert hw.snap_vram("L40S", 45776 * MIB) == 48
+
+
+def test_tolerance_is_the_documented_seven_percent() -> None:
+    assert VRAM_TOLERANCE == 0.07
+
+
+def test_h100_nvl_is_94_gb_and_vram_picks_it(hw: HardwareCatalog) -> None:
+    assert hw.gpus["H100-NVL"].vram_gb == 94
+    assert hw.resolve("vast", "1x-H100_NVL", "H100", 95830 * MIB).gpu_name == "H100-NVL"
+    assert hw.resolve("vast", "1x-H100_SXM", "H100", 81559 * MIB).gpu_name == "H100-SXM"
+    assert hw.resolve("runpod", "", "NVIDIA H100 NVL", 94).gpu_name == "H100-NVL"
+    assert hw.resolve("azure", "Standard_NC40ads_H100_v5", None, None).gpu_name == "H100-NVL"
+
+
+def test_h100_variants_stay_apart(hw: HardwareCatalog) -> None:
+    names = {
+        raw: hw.resolve("runpod", "", raw, None).gpu_name
+        for raw in ["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL"]
+    }
+    assert names == {
+        "NVIDIA H100 80GB HBM3": "H100-SXM",
+        "NVIDIA H100 PCIe": "H100-PCIe",
+        "NVIDIA H100 NVL": "H100-NVL",
+    }
+    assert hw.gpus["H100-SXM"].nvlink_gbps == 900
+    assert hw.gpus["H100-PCIe"].bf16_tflops == 756
+
+
+def test_rtx_6000_ada_is_not_rtx_a6000_nor_quadro(hw: HardwareCatalog) -> None:
+    ada = hw.resolve("runpod", "", "NVIDIA RTX 6000 Ada Generation", 48)
+    ampere = hw.resolve("runpod", "", "NVIDIA RTX A6000", 48)
+    turing = hw.resolve("lambda", "", "RTX6000", 24576 * MIB)
+    assert (ada.gpu_name, ampere.gpu_name, turing.gpu_name) == (
+        "RTX6000-Ada",
+        "RTXA6000",
+        "Quadro-RTX6000",
+    )
+    assert hw.gpus["RTX6000-Ada"].architecture != hw.gpus["RTXA6000"].architecture
+    assert hw.resolve("lambda", "gpu_1x_rtx6000", None, None).gpu_name == "Quadro-RTX6000"
+    assert hw.resolve("vast", "", "RTX6000-Ada", None).gpu_name == "RTX6000-Ada"
+
+
+def test_a100_40_vs_80(hw: HardwareCatalog) -> None:
+    assert hw.resolve("gcp", "", "nvidia-tesla-a100", None).gpu_name == "A100-40GB-SXM"
+    assert hw.resolve("gcp", "", "nvidia-a100-80gb", None).gpu_name == "A100-80GB-SXM"
+    assert hw.resolve("vast", "", "A100", 81920 * MIB).gpu_name == "A100-80GB-SXM"
+    assert hw.resolve("vast", "", "A100 PCIE", 40).gpu_name == "A100-40GB-PCIe"
+    assert hw.resolve("aws", "p4d.24xlarge", None, None).gpu_name == "A100-40GB-SXM"
+    assert hw.resolve("aws", "p4de.24xlarge", None, None).gpu_name == "A100-80GB-SXM"
+    assert hw.resolve("azure", "Standard_NC24ads_A100_v4", None, None).gpu_name == "A100-80GB-PCIe"
+    assert hw.resolve("azure", "Standard_ND96asr_v4", None, None).gpu_name == "A100-40GB-SXM"
+
+
+def test_b200_uses_the_hgx_180_gb_figure(hw: HardwareCatalog) -> None:
+    """HGX B200 is 1,440 GB per 8 GPUs = 180 GB: the usable figure (nvidia-smi, Lambda's 184320
+    MiB, RunPod's memoryInGb 180). 192 GB is the raw HBM3e on the package, not rentable memory."""
+    b200 = hw.gpus["B200"]
+    assert b200.vram_gb == 180
+    assert "HGX" in b200.source or "blackwell-datasheet" in b200.source
+    assert hw.resolve("lambda", "", "B200", 184320 * MIB).vram_gb == 180
+    assert hw.resolve("runpod", "", "NVIDIA B200", 192).vram_gb == 180  # 192 snaps to 180
+
+
+def test_fractional_gpus(hw: HardwareCatalog) -> None:
+    nv6 = hw.resolve("azure", "Standard_NV6ads_A10_v5", None, None)
+    assert (nv6.gpu_name, nv6.gpu_count, nv6.vram_gb) == ("A10", 0.167, 4)
+    assert hw.resolve("azure", "NV18ads A10 v5", None, None).gpu_count == 0.5
+    g6f = hw.resolve("aws", "g6f.large", None, None)
+    assert (g6f.gpu_name, g6f.gpu_count, g6f.vram_gb) == ("L4", 0.125, 3)
+    mi25 = hw.resolve("azure", "Standard_NV4as_v4", None, None)
+    assert (mi25.gpu_name, mi25.gpu_count, mi25.vram_gb) == ("MI25", 0.125, 2)
+    vultr = hw.resolve("vultr", "vcg-a100-1c-6g-4vram", "NVIDIA_A100", 4)
+    assert (vultr.gpu_name, vultr.vram_gb, vultr.gpu_count) == ("A100-80GB-PCIe", 4, 0.05)
+    assert vultr.rule == "alias+vram_share"
+
+
+def test_ambiguous_alias_falls_back_to_documented_default(hw: HardwareCatalog) -> None:
+    m = hw.resolve("jarvislabs", "", "H100", None)
+    assert (m.gpu_name, m.rule) == ("H100-SXM", "alias_default")
+    # both H200 variants are 141 GB: a tie goes to the default, not to alphabetical order
+    assert hw.resolve("runpod", "", "NVIDIA H200", 141).gpu_name == "H200-SXM"
+
+
+def test_unknown_names_are_unmapped_not_errors(hw: HardwareCatalog) -> None:
+    assert hw.resolve("runpod", "", "Voodoo 5 6000", 0.064) is None
+    assert hw.resolve("aws", "m5.large", None, None) is None
+    assert hw.resolve("aws", "m5.large", "", None) is None
+
+
+def test_instance_type_beats_the_raw_name(hw: HardwareCatalog) -> None:
+    """AWS product attributes are unreliable (ec2instances listed p6e-gb200 as B200)."""
+    m = hw.resolve("aws", "g5.12xlarge", "NVIDIA A10", 24)
+    assert (m.gpu_name, m.gpu_count, m.rule) == ("A10G", 4, "instance_type")
+
+
+# --- real captures: zero unmapped -----------------------------------------------------------
+
+AWS_GPU_FAMILY = re.compile(r"^(p\d+[a-z]*|g\d+[a-z]*|gr\d+[a-z]*|dl1)(-[a-z0-9]+)?\.")
+# Inferentia/Trainium chips, FPGAs and video transcoders are accelerators but not GPUs.
+AWS_NOT_GPU = re.compile(r"^(inf\d|trn\d|f\d|vt\d)")
+AZURE_GPU_SERIES = re.compile(r"^(standard_)?n[cdgv]", re.IGNORECASE)
+# NP = Xilinx FPGAs, NM = AMD MA35D media accelerators.
+AZURE_NOT_GPU = re.compile(r"^(standard_)?n[pm]\d", re.IGNORECASE)
+
+
+def _assert_all_mapped(hw: HardwareCatalog, source: str, offers: Iterable[tuple]) -> int:
+    offers = set(offers)
+    unmapped = sorted(o for o in offers if hw.resolve(*o) is None)
+    assert offers, f"{source}: extracted no GPU offers; has the capture's layout changed?"
+    assert not unmapped, f"{source}: {len(unmapped)} unmapped GPU offers: {unmapped}"
+    return len(offers)
+
+
+def _aws_types(path: Path) -> set[str]:
+    with path.open(newline="") as handle:
+        return {r["instance_type"] for r in csv.DictReader(handle)}
+
+
+@pytest.mark.parametrize("suffix", ["aws", "aws_cn", "aws_us_gov"])
+def test_aws_karpenter_prices_all_map(hw: HardwareCatalog, shared_raw: Path, suffix: str) -> None:
+    types = _aws_types(shared_raw / "aws" / f"karpenter-initial-ondemand-prices-{suffix}.csv")
+    gpu = {t for t in types if AWS_GPU_FAMILY.match(t)}
+    _assert_all_mapped(hw, suffix, (("aws", t, None, None) for t in gpu))
+
+
+def test_aws_ec2instances_catalog_all_maps(hw: HardwareCatalog, shared_raw: Path) -> None:
+    path = shared_raw / "aws" / "ec2instances-info-opszero-ondemand-spotavg-2024-04.json"
+    types = {r["instance-type"] for r in json.loads(path.read_text())["data"]}
+    gpu = {t for t in types if AWS_GPU_FAMILY.match(t) and not AWS_NOT_GPU.match(t)}
+    assert {"p5.48xlarge", "g5.48xlarge", "p4de.24xlarge"} <= gpu
+    _assert_all_mapped(hw, "ec2instances", (("aws", t, None, None) for t in gpu))
+
+
+def test_aws_bulk_offer_samples_all_map(hw: HardwareCatalog, shared_raw: Path) -> None:
+    offers = set()
+    for path in sorted((shared_raw / "aws").glob("bulk-offer-*.json")):
+        for product in json.loads(path.read_text()).get("products", {}).values():
+            attrs = product.get("attributes", {})
+            if attrs.get("gpu", "0") not in ("0", "NA", ""):
+                offers.add(("aws", attrs["instanceType"], None, None))
+    assert _assert_all_mapped(hw, "aws bulk", offers) == 2  # p4d.24xlarge, p3.8xlarge
+
+
+def test_azure_karpenter_prices_all_map(hw: HardwareCatalog, shared_raw: Path) -> None:
+    with (shared_raw / "azure" / "karpenter-azure-initial-ondemand-prices.csv").open() as f:
+        skus = {r["sku"].strip() for r in csv.DictReader(f)}
+    gpu = {s for s in skus if AZURE_GPU_SERIES.match(s) and not AZURE_NOT_GPU.match(s)}
+    _assert_all_mapped(hw, "azure karpenter", (("azure", s, None, None) for s in gpu))
+
+
+def _azure_vm_size(sku_name: str, product_name: str = "") -> str:
+    """What the Azure connector passes: 'Standard_' + skuName, spaces to underscores.
+
+    Some dedicated-host meters have the bare skuName 'Type 1'; the series is then only in the
+    productName ('NVadsA10v5 DedicatedHost'), so it is prefixed back on."""
+    base = re.sub(r" (Spot|Low Priority)$", "", sku_name)
+    if re.fullmatch(r"Type \d+", base):
+        base = product_name.split()[0] + "_" + base.replace(" ", "")
+    base = base if base.startswith("Standard_") else "Standard_" + base
+    return base.replace(" ", "_")
+
+
+def test_azure_retail_eastus_all_maps(hw: HardwareCatalog, shared_raw: Path) -> None:
+    path = shared_raw / "azure" / "retail-prices-gpu-normalized-eastus-2025-06-21.json"
+    skus = {_azure_vm_size(i["skuName"]) for i in json.loads(path.read_text())}
+    _assert_all_mapped(hw, "azure eastus", (("azure", s, None, None) for s in skus))
+
+
+def test_azure_retail_northeurope_all_maps(hw: HardwareCatalog, shared_raw: Path) -> None:
+    path = shared_raw / "azure" / "retail-prices-vm-northeurope-reduced-2026-08.json"
+    meters = json.loads(path.read_text()).values()
+    # GPU series from the product name: "Virtual Machines NCSv3 Series", "NVasv4 Series ..."
+    gpu_product = re.compile(r"(^| )N[CDGV][A-Za-z0-9]* ")
+    skus = {
+        _azure_vm_size(m["skuName"], m["productName"])
+        for m in meters
+        if gpu_product.search(m["productName"]) and not AZURE_NOT_GPU.match(m["skuName"])
+    }
+    assert len(skus) > 50
+    _assert_all_mapped(hw, "azure northeurope", (("azure", s, None, None) for s in skus))
+
+
+def _gcp_gpu_phrase(description: str) -> str | None:
+    """'Commitment v1: Nvidia Tesla A100 GPU running in Americas' -> 'Nvidia Tesla A100 GPU'."""
+    if "Licensing Fee" in description:
+        return None
+    phrase = re.sub(r"^(Commitment v1: |Reserved )", "", description)
+    phrase = re.sub(r" (attached to|running in|in) .*$", "", phrase)
+    return phrase if phrase.endswith("GPU") else None
+
+
+def test_gcp_billing_skus_all_map(hw: HardwareCatalog, shared_raw: Path) -> None:
+    skus = json.loads((shared_raw / "gcp" / "cloudbilling-skus-gpu-filtered-2025-06-17.json").read_text())
+    phrases = {p for s in skus if (p := _gcp_gpu_phrase(s["description"]))}
+    assert "Nvidia H100 80GB Mega GPU" in phrases
+    _assert_all_mapped(hw, "gcp billing", (("gcp", "", p, None) for p in phrases))
+    sample = json.loads((shared_raw / "gcp" / "cloudbilling-skus-compute-A100-sample.json").read_text())
+    a100 = {p for s in sample["skus"] if (p := _gcp_gpu_phrase(s["description"]))}
+    _assert_all_mapped(hw, "gcp A100 sample", (("gcp", "", p, None) for p in a100))
+    assert hw.resolve("gcp", "", "Nvidia Tesla A100 GPU", None).gpu_name == "A100-40GB-SXM"
+    assert hw.resolve("gcp", "", "H200 141GB GPU", None).gpu_name == "H200-SXM"
+
+
+def test_runpod_gpu_types_all_map(hw: HardwareCatalog, shared_raw: Path) -> None:
+    offers = set()
+    for path in sorted((shared_raw / "runpod").glob("graphql-gpuTypes-*.json")):
+        for g in json.loads(path.read_text()):
+            if g["id"] == "unknown":  # RunPod's placeholder row, memoryInGb 0
+                continue
+            offers.add(("runpod", "", g["id"], float(g["memoryInGb"])))
+            offers.add(("runpod", "", g["displayName"], float(g["memoryInGb"])))
+    _assert_all_mapped(hw, "runpod", offers)
+    # every id and its displayName agree on the canonical GPU
+    for path in sorted((shared_raw / "runpod").glob("graphql-gpuTypes-*.json")):
+        for g in json.loads(path.read_text()):
+            if g["id"] != "unknown":
+                by_id = hw.resolve("runpod", "", g["id"], g["memoryInGb"])
+                by_display = hw.resolve("runpod", "", g["displayName"], g["memoryInGb"])
+                assert by_id.gpu_name == by_display.gpu_name, g["id"]
+                assert by_id.vram_gb == pytest.approx(g["memoryInGb"], rel=VRAM_TOLERANCE)
+
+
+def _oci_gpu_token(display_name: str) -> str:
+    """'Compute - Bare Metal GPU Standard - X7' -> 'X7'; 'Compute - GPU - A100 - v2' -> 'A100 - v2'."""
+    tail = display_name.split("GPU", 1)[1]
+    return re.sub(r"^\s*(Standard)?\s*-\s*", "", tail).strip()
+
+
+def test_oci_price_list_all_maps(hw: HardwareCatalog, shared_raw: Path) -> None:
+    items = json.loads((shared_raw / "oci" / "cetools-products-prices_usd.json").read_text())["items"]
+    tokens = {_oci_gpu_token(i["displayName"]) for i in items if i.get("serviceCategory") == "Compute - GPU"}
+    assert len(tokens) == 6
+    _assert_all_mapped(hw, "oci", (("oci", "", t, None) for t in tokens))
+    assert hw.resolve("oci", "", "E3", None).gpu_name == "A100-40GB-SXM"
+    shapes = json.loads((shared_raw / "oci" / "cost-estimator-shapes-trimmed.json").read_text())
+    # the trimmed shapes excerpt holds no GPU shape today; check any that a refresh brings
+    for shape in (s["name"] for s in shapes["items"] if s.get("gpuQty")):
+        assert hw.resolve("oci", shape, None, None) is not None, shape
+
+
+def test_vultr_plans_all_map(hw: HardwareCatalog, shared_raw: Path) -> None:
+    vcg = json.loads((shared_raw / "vultr" / "plans-vcg-gpu-sample.json").read_text())["plans"]
+    offers = {("vultr", p["id"], p["gpu_type"], float(p["gpu_vram_gb"])) for p in vcg}
+    metal = json.loads((shared_raw / "vultr" / "plans-metal-gpu-sample.json").read_text())
+    offers |= {("vultr", p["id"], None, None) for p in metal["plans_metal"]}
+    _assert_all_mapped(hw, "vultr", offers)
+    assert hw.resolve("vultr", "vbm-112c-2048gb-8-h100-gpu", None, None).gpu_count == 8
+
+
+def test_verda_instance_types_all_map(hw: HardwareCatalog, shared_raw: Path) -> None:
+    types = json.loads((shared_raw / "datacrunch" / "verda-instance-types-sample.json").read_text())
+    gpus = [t for t in types if t["gpu"]["number_of_gpus"] > 0]
+    offers = set()
+    for t in gpus:
+        per_gpu = t["gpu_memory"]["size_in_gigabytes"] / t["gpu"]["number_of_gpus"]
+        count = float(t["gpu"]["number_of_gpus"])
+        offers.add(("verda", t["instance_type"], t["name"], per_gpu, count))
+        offers.add(("verda", "", t["name"], per_gpu, count))
+        offers.add(("verda", "", t["model"], per_gpu, count))
+    _assert_all_mapped(hw, "verda", offers)
+    m = hw.resolve("verda", "2A6000.20V", "RTX A6000 48GB", 48, 2)
+    assert (m.gpu_name, m.gpu_count) == ("RTXA6000", 2)
+
+
+def test_digitalocean_sizes_all_map(hw: HardwareCatalog, shared_raw: Path) -> None:
+    sizes = json.loads((shared_raw / "digitalocean" / "sizes-sample.json").read_text())["sizes"]
+    gpus = [s for s in sizes if s.get("gpu_info")]
+    offers = {
+        (
+            "digitalocean",
+            s["slug"],
+            s["gpu_info"]["model"],
+            s["gpu_info"]["vram"]["amount"] / s["gpu_info"]["count"],
+        )
+        for s in gpus
+    }
+    offers |= {("digitalocean", "", model, vram) for _, _, model, vram in offers}
+    _assert_all_mapped(hw, "digitalocean", offers)
+
+
+def test_jarvislabs_server_meta_all_maps(hw: HardwareCatalog, shared_raw: Path) -> None:
+    meta = json.loads((shared_raw / "jarvislabs" / "server-meta-sample.json").read_text())
+    offers = {("jarvislabs", "", m["gpu_type"], float(m["vram"])) for m in meta["server_meta"]}
+    _assert_all_mapped(hw, "jarvislabs", offers)
+    assert hw.resolve("jarvislabs", "", "RTX-PRO6000", 96).gpu_name == "RTX-PRO-6000"
+
+
+def _skypilot_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    # TPUs are Google's own accelerators, not GPUs; they are out of this catalog's scope.
+    return [r for r in rows if r.get("AcceleratorName") and not r["AcceleratorName"].startswith("tpu-")]
+
+
+def _skypilot_vram_per_gpu(row: dict[str, str], provider: str) -> float | None:
+    sizes = re.findall(r"'SizeInMiB': (\d+)", row.get("GpuInfo", ""))
+    if not sizes or not int(sizes[0]):
+        return None
+    # Vast's GpuInfo MemoryInfo is the total over the offer's GPUs; everyone else's is per GPU.
+    per = int(sizes[0]) / (float(row["AcceleratorCount"]) if provider == "vast" else 1)
+    return per * MIB
+
+
+SKYPILOT_FILES = {
+    "azure": "skypilot-format/anycloud-azure-vms-2026-05-20.csv",
+    "gcp": "skypilot-format/anycloud-gcp-vms-2026-05-20.csv",
+    "lambda": "skypilot-format/anycloud-lambda-vms-2026-05-20.csv",
+    "vast": "skypilot-catalog/v9/vast-vms.csv",
+    "nebius": "skypilot-catalog/v9/nebius-vms.csv",
+    "fluidstack": "skypilot-catalog/v9/fluidstack-vms.csv",
+}
+
+
+@pytest.mark.parametrize("provider", sorted(SKYPILOT_FILES))
+def test_skypilot_catalogs_all_map(hw: HardwareCatalog, shared_raw: Path, provider: str) -> None:
+    rows = _skypilot_rows(shared_raw / SKYPILOT_FILES[provider])
+    offers = {
+        (provider, r["InstanceType"], r["AcceleratorName"], _skypilot_vram_per_gpu(r, provider)) for r in rows
+    }
+    # the accelerator name alone (no instance type) must map too
+    offers |= {(provider, "", name, vram) for _, _, name, vram in offers}
+    if provider == "vast":
+        # Vast's own GPU name is inside the instance type: "2x-A100_PCIE-32-65536"
+        offers |= {
+            (provider, "", it.split("-")[1].replace("_", " "), vram) for _, it, _, vram in offers if it
+        }
+    _assert_all_mapped(hw, f"skypilot {provider}", offers)
+
+
+def test_vast_names_pick_the_right_variant(hw: HardwareCatalog) -> None:
+    assert hw.resolve("vast", "", "RTX3060", 8192 * MIB).gpu_name == "RTX3060-Ti"
+    assert hw.resolve("vast", "", "RTX3060", 12288 * MIB).gpu_name == "RTX3060"
+    assert hw.resolve("vast", "", "RTX4070", 16376 * MIB).gpu_name == "RTX4070-Ti-SUPER"
+    assert hw.resolve("vast", "", "RTX 4070S Ti", 16376 * MIB).gpu_name == "RTX4070-Ti-SUPER"
+    assert hw.resolve("vast", "", "RTXPRO6000WS", 97887 * MIB).gpu_name == "RTX-PRO-6000"
+
+
+# --- SkyPilot cross-check -------------------------------------------------------------------
+
+
+def _disagreements() -> dict[tuple[str, str], dict[str, str]]:
+    with DISAGREEMENTS.open(newline="", encoding="utf-8") as handle:
+        return {(r["provider"], r["instance_type"]): r for r in csv.DictReader(handle)}
+
+
+def _same_model(hw: HardwareCatalog, ours: str, skypilot_name: str) -> bool:
+    """SkyPilot names the model (A100, A100-80GB, H100); ours adds size and form factor."""
+    alias = hw.alias("", skypilot_name)
+    family = {alias.gpu_name, *alias.candidates} if alias else set()
+    return ours in family or hw.gpus[ours].model == hw.gpus[alias.gpu_name].model
+
+
+def test_skypilot_disagreements_file_is_documented() -> None:
+    for row in _disagreements().values():
+        assert row["reason"].strip() and row["source"].strip(), row
+
+
+@pytest.mark.parametrize("provider", sorted(SKYPILOT_FILES))
+def test_skypilot_instance_types_agree_with_ours(
+    hw: HardwareCatalog, shared_raw: Path, provider: str
+) -> None:
+    known = _disagreements()
+    seen: dict[str, tuple[str, float]] = {}
+    for r in _skypilot_rows(shared_raw / SKYPILOT_FILES[provider]):
+        if r["InstanceType"]:
+            seen[r["InstanceType"]] = (r["AcceleratorName"], float(r["AcceleratorCount"]))
+    problems = []
+    compared = 0
+    for instance_type, (sky_name, sky_count) in sorted(seen.items()):
+        row = hw.instance_type(provider, instance_type)
+        if row is None:
+            continue
+        compared += 1
+        agrees = _same_model(hw, row.gpu_name, sky_name) and (
+            row.gpu_count is None or row.gpu_count == pytest.approx(sky_count, abs=0.001)
+        )
+        listed = (provider, instance_type) in known
+        if not agrees and not listed:
+            problems.append(
+                f"{instance_type}: skypilot {sky_name} x{sky_count}, ours {row.gpu_name} x{row.gpu_count}"
+            )
+        if agrees and listed:
+            problems.append(f"{instance_type}: listed as a disagreement but agrees; remove it")
+    assert not problems, f"{provider}: " + "; ".join(problems)
+    if provider in ("azure", "lambda", "nebius", "fluidstack"):
+        assert compared > 0, f"{provider}: no instance type in both catalogs"

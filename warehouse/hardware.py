@@ -1,0 +1,335 @@
+"""Canonical GPU names, VRAM and interconnect for any provider's offer. Pure: no I/O beyond
+reading the seed CSVs once.
+
+Canonical names (``gpus.csv`` ``gpu_name``): ``<model>[-<VRAM>GB][-<form factor>]``, with the
+size only where a model ships in several sizes and the form factor only where it ships in several
+(``A100-40GB-SXM``, ``A100-80GB-PCIe``, ``V100-32GB-SXM``, ``H100-SXM``, ``H100-PCIe``,
+``H100-NVL``, ``H200-SXM``); otherwise the model with spaces removed (``L40S``, ``RTX4090``,
+``RTXA6000``, ``RTX6000-Ada``, ``Quadro-RTX6000``, ``MI300X``). The three "RTX 6000" cards are
+three rows: Turing ``Quadro-RTX6000`` (24 GB), Ampere ``RTXA6000`` and Ada ``RTX6000-Ada``.
+
+How ``HardwareCatalog.resolve`` picks a GPU (first rule that applies wins):
+
+1. ``instance_type``: the provider's instance type matches a row of ``instance_types.csv``
+   (exact name first, then shell globs in file order). The row is authoritative: Azure's price
+   API never names the GPU and AWS's ``gpu`` attributes are unreliable, so the instance type is
+   the only trustworthy key for them. A fractional row (``gpu_count`` < 1) reports the VRAM
+   share as ``vram_gb``.
+2. ``alias``: the raw GPU name is normalized (see ``normalize_gpu_name``) and looked up in
+   ``gpu_aliases.csv``, a provider-scoped row before a global one. When the row lists
+   ``candidates`` (the name alone does not say 40 vs 80 GB, SXM vs NVL...), the reported VRAM
+   picks the candidate whose ``vram_gb`` is nearest, if within ``VRAM_TOLERANCE`` (rule
+   ``alias+vram``); without usable VRAM the row's documented default wins (``alias_default``).
+3. Reported VRAM snaps to the canonical size when within ``VRAM_TOLERANCE``: AWS reports an L4 as
+   22888 MiB (22.35 GB, 6.9 % short of 24) and an L40S as 45776 MiB. gpuhunt uses the same 7 %.
+   VRAM further below the canonical size is a slice of one GPU (Vultr's 4 GB A100 plans):
+   ``vram_gb`` is then the slice and ``gpu_count`` the fraction (rule suffix ``+vram_share``).
+
+Unknown names and instance types give ``None`` (the offer lands unmapped), never an exception.
+
+``instance_types.csv`` vocabulary: ``intra_node_interconnect`` is one of ``NVSwitch``,
+``NVLink mesh`` (direct links without a switch: V100 hybrid cube-mesh), ``NVLink bridge``
+(pairs), ``Infinity Fabric``, ``PCIe``, ``none`` (one GPU or less); ``intra_node_gbps`` is GB/s
+per GPU, bidirectional. ``inter_node_fabric`` is ``EFA``, ``InfiniBand``, ``RoCE``, ``ethernet``
+or ``none``; ``inter_node_gbps`` is Gbit/s per node. Empty cells mean "not known", never zero.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+SEEDS_DIR = Path(__file__).resolve().parent / "seeds"
+
+# Relative distance within which a reported VRAM figure is the canonical size. 7 % covers AWS's
+# MiB figures that leave out the driver-reserved memory (L4 22888 MiB vs 24 GB = 6.9 %) and
+# Vast's 81559 MiB H100s, while 40 vs 48 GB or 80 vs 94 GB stay distinct.
+VRAM_TOLERANCE = 0.07
+
+# Vendor and marketing words that some providers include and others drop; "gpu" because GCP
+# SKUs ("Nvidia L4 GPU") and Vultr plan ids ("...-h100-gpu") append it.
+_NOISE_TOKENS = frozenset({"nvidia", "tesla", "amd", "geforce", "instinct", "gpu"})
+_SPOT_SUFFIX = re.compile(r"[\s_]+(spot|low[\s_]+priority)$", re.IGNORECASE)
+
+
+def normalize_gpu_name(raw: str) -> str:
+    """Lookup key for a raw GPU name: lowercase alphanumerics without vendor noise words.
+
+    >>> normalize_gpu_name("NVIDIA GeForce RTX 4090"), normalize_gpu_name("nvidia-tesla-a100")
+    ('rtx4090', 'a100')
+    """
+    tokens = re.split(r"[^0-9a-z]+", raw.lower())
+    return "".join(t for t in tokens if t and t not in _NOISE_TOKENS)
+
+
+def normalize_instance_type(provider: str, instance_type: str) -> str:
+    """Lookup key for an instance type (or a glob pattern; ``*?[]`` survive).
+
+    Azure spells one VM size several ways (``Standard_NC40ads_H100_v5``, ``NC40adsH100v5``,
+    ``NC12s v3``, with " Spot"/" Low Priority" suffixes), so for Azure the prefix, the suffixes,
+    underscores and spaces go. Other providers only lose case and surrounding space.
+    """
+    key = _SPOT_SUFFIX.sub("", instance_type.strip()).lower()
+    if provider == "azure":
+        key = re.sub(r"^standard_", "", key)
+        key = re.sub(r"[^0-9a-z*?\[\]]", "", key)
+    return key
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One row of gpus.csv: a canonical GPU variant. Dense tensor figures; None = unknown."""
+
+    gpu_name: str
+    vendor: str
+    model: str
+    architecture: str
+    vram_gb: float
+    memory_type: str
+    memory_bandwidth_gbps: float | None
+    bf16_tflops: float | None
+    fp16_tflops: float | None
+    fp8_tflops: float | None
+    int8_tops: float | None
+    supports_bf16: bool
+    supports_fp8: bool
+    supports_int4: bool
+    nvlink_gbps: float | None
+    pcie_gen: int | None
+    form_factor: str
+    source: str
+
+
+@dataclass(frozen=True)
+class GpuAlias:
+    """One row of gpu_aliases.csv. ``provider`` "" = any provider."""
+
+    raw_name: str
+    provider: str
+    gpu_name: str
+    candidates: tuple[str, ...]
+    rule: str
+    source: str
+
+
+@dataclass(frozen=True)
+class InstanceTypeSpec:
+    """One row of instance_types.csv: what a provider's instance type (or glob) contains."""
+
+    provider: str
+    instance_type: str
+    gpu_name: str
+    gpu_count: float | None
+    vram_gb_per_gpu_share: float | None
+    intra_node_interconnect: str | None
+    intra_node_gbps: float | None
+    inter_node_fabric: str | None
+    inter_node_gbps: float | None
+    gpudirect_rdma: bool | None
+    source: str
+
+    @property
+    def is_pattern(self) -> bool:
+        return any(c in self.instance_type for c in "*?[")
+
+
+@dataclass(frozen=True)
+class GpuMatch:
+    """What an offer is, after normalization. ``vram_gb`` is per GPU (the share if fractional)."""
+
+    gpu_name: str
+    vram_gb: float
+    gpu_count: float | None
+    rule: str
+    instance_type_pattern: str | None = None
+    intra_node_interconnect: str | None = None
+    intra_node_gbps: float | None = None
+    inter_node_fabric: str | None = None
+    inter_node_gbps: float | None = None
+    gpudirect_rdma: bool | None = None
+
+
+def _float(cell: str) -> float | None:
+    return float(cell) if cell.strip() else None
+
+
+def _bool(cell: str) -> bool | None:
+    value = cell.strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    if not value:
+        return None
+    raise ValueError(f"expected true/false, got {cell!r}; fix the seed CSV")
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+class HardwareCatalog:
+    """The seeds, indexed for ``resolve``. Build with ``HardwareCatalog.load()``."""
+
+    def __init__(
+        self,
+        gpus: Mapping[str, GpuSpec],
+        aliases: list[GpuAlias],
+        instance_types: list[InstanceTypeSpec],
+    ) -> None:
+        self._gpus = dict(gpus)
+        self._aliases = list(aliases)
+        self._instance_types = list(instance_types)
+        self._alias_index = {(a.provider, normalize_gpu_name(a.raw_name)): a for a in self._aliases}
+        self._exact: dict[tuple[str, str], InstanceTypeSpec] = {}
+        self._patterns: dict[str, list[tuple[str, InstanceTypeSpec]]] = {}
+        for row in self._instance_types:
+            key = normalize_instance_type(row.provider, row.instance_type)
+            if row.is_pattern:
+                self._patterns.setdefault(row.provider, []).append((key, row))
+            else:
+                self._exact[(row.provider, key)] = row
+
+    @classmethod
+    def load(cls, seeds_dir: Path | None = None) -> HardwareCatalog:
+        folder = seeds_dir or SEEDS_DIR
+        gpus = {
+            r["gpu_name"]: GpuSpec(
+                gpu_name=r["gpu_name"],
+                vendor=r["vendor"],
+                model=r["model"],
+                architecture=r["architecture"],
+                vram_gb=float(r["vram_gb"]),
+                memory_type=r["memory_type"],
+                memory_bandwidth_gbps=_float(r["memory_bandwidth_gbps"]),
+                bf16_tflops=_float(r["bf16_tflops"]),
+                fp16_tflops=_float(r["fp16_tflops"]),
+                fp8_tflops=_float(r["fp8_tflops"]),
+                int8_tops=_float(r["int8_tops"]),
+                supports_bf16=bool(_bool(r["supports_bf16"])),
+                supports_fp8=bool(_bool(r["supports_fp8"])),
+                supports_int4=bool(_bool(r["supports_int4"])),
+                nvlink_gbps=_float(r["nvlink_gbps"]),
+                pcie_gen=int(r["pcie_gen"]) if r["pcie_gen"].strip() else None,
+                form_factor=r["form_factor"],
+                source=r["source"],
+            )
+            for r in _read(folder / "gpus.csv")
+        }
+        aliases = [
+            GpuAlias(
+                raw_name=r["raw_name"],
+                provider=r["provider"],
+                gpu_name=r["gpu_name"],
+                candidates=tuple(c for c in r["candidates"].split("|") if c),
+                rule=r["rule"],
+                source=r["source"],
+            )
+            for r in _read(folder / "gpu_aliases.csv")
+        ]
+        instance_types = [
+            InstanceTypeSpec(
+                provider=r["provider"],
+                instance_type=r["instance_type"],
+                gpu_name=r["gpu_name"],
+                gpu_count=_float(r["gpu_count"]),
+                vram_gb_per_gpu_share=_float(r["vram_gb_per_gpu_share"]),
+                intra_node_interconnect=r["intra_node_interconnect"] or None,
+                intra_node_gbps=_float(r["intra_node_gbps"]),
+                inter_node_fabric=r["inter_node_fabric"] or None,
+                inter_node_gbps=_float(r["inter_node_gbps"]),
+                gpudirect_rdma=_bool(r["gpudirect_rdma"]),
+                source=r["source"],
+            )
+            for r in _read(folder / "instance_types.csv")
+        ]
+        return cls(gpus, aliases, instance_types)
+
+    @property
+    def gpus(self) -> Mapping[str, GpuSpec]:
+        return self._gpus
+
+    @property
+    def aliases(self) -> list[GpuAlias]:
+        return self._aliases
+
+    @property
+    def instance_types(self) -> list[InstanceTypeSpec]:
+        return self._instance_types
+
+    def instance_type(self, provider: str, instance_type: str) -> InstanceTypeSpec | None:
+        """The instance_types.csv row for this offer: exact name first, then globs in order."""
+        key = normalize_instance_type(provider, instance_type)
+        exact = self._exact.get((provider, key))
+        if exact is not None:
+            return exact
+        for pattern, row in self._patterns.get(provider, []):
+            if fnmatch.fnmatchcase(key, pattern):
+                return row
+        return None
+
+    def alias(self, provider: str, gpu_name_raw: str) -> GpuAlias | None:
+        key = normalize_gpu_name(gpu_name_raw)
+        return self._alias_index.get((provider, key)) or self._alias_index.get(("", key))
+
+    def resolve(
+        self,
+        provider: str,
+        instance_type: str,
+        gpu_name_raw: str | None,
+        gpu_memory_gb_raw: float | None,
+        gpu_count: float | None = None,
+    ) -> GpuMatch | None:
+        """Canonical GPU, per-GPU VRAM, count and interconnect for one offer; None = unmapped."""
+        row = self.instance_type(provider, instance_type) if instance_type else None
+        if row is not None and row.gpu_name in self._gpus:
+            spec = self._gpus[row.gpu_name]
+            return GpuMatch(
+                gpu_name=spec.gpu_name,
+                vram_gb=row.vram_gb_per_gpu_share or spec.vram_gb,
+                gpu_count=row.gpu_count if row.gpu_count is not None else gpu_count,
+                rule="instance_type",
+                instance_type_pattern=row.instance_type,
+                intra_node_interconnect=row.intra_node_interconnect,
+                intra_node_gbps=row.intra_node_gbps,
+                inter_node_fabric=row.inter_node_fabric,
+                inter_node_gbps=row.inter_node_gbps,
+                gpudirect_rdma=row.gpudirect_rdma,
+            )
+        if not gpu_name_raw:
+            return None
+        alias = self.alias(provider, gpu_name_raw)
+        if alias is None or alias.gpu_name not in self._gpus:
+            return None
+        name, rule = alias.gpu_name, "alias"
+        if alias.candidates:
+            picked = self._nearest(alias.candidates, alias.gpu_name, gpu_memory_gb_raw)
+            name, rule = (picked, "alias+vram") if picked else (alias.gpu_name, "alias_default")
+        spec = self._gpus[name]
+        vram, count = spec.vram_gb, gpu_count
+        if gpu_memory_gb_raw and gpu_memory_gb_raw < spec.vram_gb * (1 - VRAM_TOLERANCE):
+            # A slice of one card (vGPU/MIG plans): report the slice, never the whole card.
+            vram, rule = float(gpu_memory_gb_raw), rule + "+vram_share"
+            count = gpu_count if gpu_count is not None else round(gpu_memory_gb_raw / spec.vram_gb, 3)
+        return GpuMatch(gpu_name=name, vram_gb=vram, gpu_count=count, rule=rule)
+
+    def snap_vram(self, gpu_name: str, reported_gb: float) -> float | None:
+        """The canonical VRAM if ``reported_gb`` is within tolerance of it, else None."""
+        spec = self._gpus.get(gpu_name)
+        if spec is None or abs(reported_gb - spec.vram_gb) > spec.vram_gb * VRAM_TOLERANCE:
+            return None
+        return spec.vram_gb
+
+    def _nearest(self, candidates: tuple[str, ...], default: str, reported_gb: float | None) -> str | None:
+        if not reported_gb:
+            return None
+        # Ties (H200 SXM and NVL are both 141 GB) go to the documented default.
+        within = [
+            (abs(reported_gb - self._gpus[c].vram_gb), c != default, c)
+            for c in candidates
+            if c in self._gpus and self.snap_vram(c, reported_gb) is not None
+        ]
+        return min(within)[2] if within else None
