@@ -1,0 +1,225 @@
+"""Predicted vs published measured peak memory per GPU.
+
+    uv run python benchmarks/memory_accuracy.py [CSV]
+    # CSV defaults to ../shared/data/measured_memory_calibration.csv
+
+Each row of the CSV (model, params_b, method, precision, seq_len, micro_batch, grad_checkpointing,
+optimizer, measured_peak_gb, hardware, source) is read into a ModelSpec, a Job and a GPU count by
+the generic rules in `row_to_case`, which read the row's own words (no per-row constants). A row
+the model cannot express (no sequence length, fp32 training, activation offloading, optimizer
+fused into backward, samples shorter than the stated length) is listed with the reason and left
+out of the summary. Measured values whose source says GiB are converted to GB (1e9 bytes).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from warehouse.requirements import Job, ModelSpec, load_models, memory_per_gpu
+
+DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured_memory_calibration.csv"
+GIB_IN_GB = 2**30 / 1e9
+
+
+@dataclass(frozen=True)
+class Case:
+    setup: str
+    measured_gb: float
+    model: ModelSpec | None = None
+    job: Job | None = None
+    n_gpus: int = 1
+    skip_reason: str | None = None
+    note: str = ""
+
+
+def _norm(name: str) -> str:
+    name = name.split("/")[-1].lower().replace("_", ".")
+    name = re.sub(r"^(meta-)", "", name)
+    return re.sub(r"-(hf|instruct|chat|base|it|pt|v0\.\d|v\d\.\d)$", "", name)
+
+
+def resolve_model(name: str, params_b: float | None, models: dict[str, ModelSpec]) -> tuple[ModelSpec, str]:
+    """The seed whose normalized id matches `name`; else the seed closest in size (flagged)."""
+    by_norm: dict[str, ModelSpec] = {}
+    for spec in models.values():
+        key = _norm(spec.model_id)
+        by_norm.setdefault(key, spec)
+        by_norm.setdefault(_norm(key), spec)
+    key = _norm(name)
+    for candidate in (key, _norm(key)):
+        if candidate in by_norm:
+            return by_norm[candidate], ""
+    if params_b is None:
+        raise LookupError(f"model {name!r} is not in llm_models.csv and the row has no params_b")
+    dense = [m for m in models.values() if not m.is_moe]
+    nearest = min(dense, key=lambda m: abs(math.log(m.params / (params_b * 1e9))))
+    return nearest, f"arch of {nearest.model_id}"
+
+
+def _has(text: str, *words: str) -> bool:
+    return any(w in text for w in words)
+
+
+def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
+    """Map one calibration row to (model, job, n_gpus) with generic text rules."""
+    method_raw = row["method"].lower()
+    text = " ".join(
+        row[k] for k in ("method", "precision", "grad_checkpointing", "optimizer", "source", "hardware")
+    ).lower()
+    setup = f"{row['model']} | {row['method']} | s={row['seq_len'] or '?'} b={row['micro_batch'] or '?'}"
+    measured = float(row["measured_peak_gb"])
+    if re.search(r"\bgib\b", row["source"].lower()):
+        measured *= GIB_IN_GB
+
+    def skip(reason: str) -> Case:
+        return Case(setup, measured, skip_reason=reason)
+
+    if not row["seq_len"] or not row["micro_batch"]:
+        return skip("no sequence length / micro-batch published")
+    if _has(text, "fp32", "activation offload"):
+        return skip("fp32 training or activation offloading is not modelled")
+    if _has(text, "optimizer_in_bwd", "optimizer in backward"):
+        return skip("optimizer step fused into backward is not modelled")
+    if _has(text, "samples shorter than"):
+        return skip("actual sample lengths below the stated max are unknown")
+    if _has(method_raw, "freeze"):
+        return skip("freeze-tuning is not modelled")
+
+    if "qlora" in method_raw or "q-lora" in method_raw:
+        method = "qlora"
+    elif "lora" in method_raw:
+        method = "lora"
+    elif "full" in method_raw:
+        method = "full"
+    else:
+        return skip(f"method {row['method']!r} not recognised")
+
+    n_match = re.match(r"\s*(\d+)\s*x", row["hardware"].lower())
+    n_gpus = int(n_match.group(1)) if n_match else 1
+    if _has(method_raw, "zero3", "zero-3", "fsdp"):
+        sharding = "zero3"
+    elif _has(method_raw, "zero2", "zero-2"):
+        sharding = "zero2"
+    else:
+        sharding = "none"
+    offload = sharding != "none" and _has(text, "cpu offload", "cpu_offload") and "no offload" not in text
+
+    # torchtune and litgpt `bf16-true` keep every tensor in bf16; HF/DeepSpeed `bf16` is mixed.
+    pure = _has(text, "pure", "bf16-true", "torchtune", "bf16 states")
+    precision = "bf16-pure" if pure else "bf16-mixed"
+    optimizer = "adamw"
+    if _has(text, "8bit", "8-bit"):
+        optimizer = "paged-adamw8bit" if "paged" in text else "adamw8bit"
+
+    gc_raw = row["grad_checkpointing"].strip().lower()
+    # "unstated" → on: LLaMA-Factory, axolotl and TRL examples enable it by default
+    grad_ckpt = not gc_raw.startswith("no")
+    rank_match = re.search(r"\br\s*=?\s*(\d+)", text)
+    rank = int(rank_match.group(1)) if rank_match else 8
+    all_linear = _has(text, "all-linear", "all linear", "w1", "gate_proj", "mlp")
+    chunked = bool(re.search(r"\bcce\b|chunked|liger|cut.cross", text))
+    # torchtune's configs default to CEWithChunkedOutputLoss from v0.3 (2024-09)
+    dated = re.search(r"\((20\d\d)-(\d\d)", row["source"])
+    if "torchtune" in text and dated and (int(dated.group(1)), int(dated.group(2))) >= (2024, 9):
+        chunked = True
+    attention = "eager" if "eager" in text else "flash"
+
+    params_b = float(row["params_b"]) if row.get("params_b") else None
+    try:
+        model, note = resolve_model(row["model"], params_b, models)
+    except LookupError as exc:
+        return skip(str(exc))
+    job = Job(
+        method=method,  # type: ignore[arg-type]
+        precision=precision,  # type: ignore[arg-type]
+        optimizer=optimizer,  # type: ignore[arg-type]
+        seq_len=int(float(row["seq_len"])),
+        micro_batch=int(float(row["micro_batch"])),
+        grad_checkpointing=grad_ckpt,
+        attention=attention,  # type: ignore[arg-type]
+        lora_rank=rank,
+        lora_targets="all-linear" if all_linear else "attention",
+        chunked_ce=chunked,
+        sharding=sharding,  # type: ignore[arg-type]
+        offload=offload,
+    )
+    return Case(setup, measured, model, job, n_gpus, note=note)
+
+
+@dataclass(frozen=True)
+class Result:
+    case: Case
+    predicted_gb: float | None
+    error_pct: float | None
+
+
+def evaluate(csv_path: Path, models: dict[str, ModelSpec] | None = None) -> list[Result]:
+    models = models or load_models()
+    with csv_path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    results = []
+    for row in rows:
+        case = row_to_case(row, models)
+        if case.skip_reason or case.model is None or case.job is None:
+            results.append(Result(case, None, None))
+            continue
+        predicted = memory_per_gpu(case.model, case.job, case.n_gpus).total_gb
+        results.append(Result(case, predicted, (predicted - case.measured_gb) / case.measured_gb * 100))
+    return results
+
+
+def summary(results: list[Result]) -> dict[str, float]:
+    errors = [abs(r.error_pct) for r in results if r.error_pct is not None]
+    return {
+        "points": float(len(results)),
+        "expressible": float(len(errors)),
+        "within_20_share": sum(e <= 20 for e in errors) / len(errors) if errors else math.nan,
+        "median_abs_error_pct": statistics.median(errors) if errors else math.nan,
+        "mean_error_pct": statistics.fmean(r.error_pct for r in results if r.error_pct is not None)
+        if errors
+        else math.nan,
+    }
+
+
+def main(argv: list[str]) -> int:
+    csv_path = Path(argv[1]) if len(argv) > 1 else DEFAULT_CSV
+    results = evaluate(csv_path)
+    print("| setup | n | job | measured GB | predicted GB | error % |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        c = r.case
+        if r.predicted_gb is None:
+            print(f"| {c.setup} | | not expressible: {c.skip_reason} | {c.measured_gb:.2f} | | |")
+            continue
+        assert c.job is not None
+        j = c.job
+        knobs = f"{j.method} {j.precision} {j.optimizer} {j.sharding}{'+off' if j.offload else ''}"
+        knobs += f" gc={'on' if j.grad_checkpointing else 'off'}"
+        if j.method != "full":
+            knobs += f" r{j.lora_rank} {j.lora_targets}"
+        if j.chunked_ce:
+            knobs += " chunked-ce"
+        if c.note:
+            knobs += f" ({c.note})"
+        print(
+            f"| {c.setup} | {c.n_gpus} | {knobs} | {c.measured_gb:.2f} | {r.predicted_gb:.2f} "
+            f"| {r.error_pct:+.1f} |"
+        )
+    s = summary(results)
+    print()
+    print(
+        f"expressible {s['expressible']:.0f}/{s['points']:.0f}; "
+        f"within ±20%: {s['within_20_share']:.0%}; "
+        f"median |error|: {s['median_abs_error_pct']:.1f}%; mean error: {s['mean_error_pct']:+.1f}%"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
