@@ -1,0 +1,631 @@
+"""AWS EC2: on-demand list prices from the Price List bulk files, spot prices and interruption bands.
+
+Sources (all public, no credentials, no documented rate limit; all three sit behind CDNs):
+
+- Region index: https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonEC2/current/region_index.json
+  `{"regions": {code: {"regionCode", "currentVersionUrl"}}}`; `currentVersionUrl` is a path such as
+  `/offers/v1.0/aws/AmazonEC2/20240528203522/us-east-1/index.json` that embeds the file's version.
+- Per-region offer files (hundreds of MB to GB each): `{"formatVersion", "offerCode", "version",
+  "publicationDate", "products": {sku: {sku, productFamily, attributes}}, "terms": {"OnDemand":
+  {sku: {term: {priceDimensions: {rate: {unit, pricePerUnit: {USD}}}}}}, "Reserved": ...}}`.
+- Spot prices: https://website.spot.ec2.aws.a2z.com/spot.js, the JSONP feed behind AWS's spot
+  pricing page (successor of spot-price.s3.amazonaws.com/spot.js): `callback({"config": {"regions":
+  [{"region", "instanceTypes": [{"type", "sizes": [{"size", "valueColumns": [{"name": "linux",
+  "prices": {"USD": "0.1234"}}]}]}]}]}})`. One price per region and instance type (no zones).
+- Interruption frequency: https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json, the
+  Spot Instance Advisor's data: `{"ranges": [{"index", "label": "<5%", "max"}], "spot_advisor":
+  {region: {"Linux": {instance_type: {"s": savings %, "r": range index}}}}}`. AWS defines the
+  frequency of interruption as the rate at which Spot reclaimed capacity for that region and
+  instance type during the trailing month; savings are against on-demand over the last 30 days.
+
+Scope and quirks handled:
+
+- Commercial regions only: `cn-*` (separate partition, CNY prices), `us-gov-*`, `us-iso*` and
+  `eusc-*` (sovereign partitions) are not fetched. Linux, shared tenancy, no pre-installed software,
+  `capacitystatus` Used, "No License required": the one product per instance type that is the
+  plain on-demand rate. GPU families only (`GPU_FAMILIES`, plus any family whose `gpu` attribute is
+  positive, except the non-GPU accelerators in `NON_GPU_ACCELERATOR_FAMILIES`: Trainium,
+  Inferentia, FPGA, video transcoding).
+- Offer files are spooled to disk and parsed as streams in memory that does not grow with the file:
+  pass 1 keeps the few hundred GPU products out of `products`, pass 2 picks their rates out of
+  `terms.OnDemand`. Each pass stops at the end of its section (`_SectionReader`), so the Reserved
+  section, most of the file, is never tokenized.
+- A region whose offer-file URL (which embeds the version) was fetched by the last successful run is
+  not downloaded again; `parse` yields `Unchanged(region, on_demand)` for it. spot.js is fetched with
+  If-None-Match / If-Modified-Since when the last run kept validators; a 304 yields
+  `Unchanged(spot)`. The region index and the advisor are small and always fetched: the index says
+  which regions exist, and the advisor's bands belong with whichever spot prices are emitted.
+- Excluded, never published, counted by `exclusions(responses)`: Capacity Block products
+  (`marketoption` CapacityBlock or operation `RunInstances:CB`; their bulk rows are $0 placeholders,
+  the real price is dynamic), on-demand rates of $0, negative, NaN or unreadable, and spot cells
+  that are not prices ("N/A*", "-1").
+- Products of a Local Zone inside a region's file (`regionCode` us-west-2-lax-1 in us-west-2's file)
+  are emitted with `region` = the file's region and `zone` = the Local Zone, so that a region's
+  `Unchanged` scope covers them.
+- spot.js has two generations: region aliases (us-east, us-west, eu-ireland, apac-sin, apac-syd,
+  apac-tokyo; sa-east-1 and us-west-2 already codes) and region codes; sizes named "g2.2xlarge"
+  (2014 on) or legacy type/size pairs (2013: "clusterGPUI"/"xxxxl" = cg1.4xlarge). Only GPU pairs
+  are mapped; the legacy non-GPU pairs are irrelevant here. The 2013 feed has trailing commas, so
+  the JSONP body is read leniently.
+- The bulk file names no GPU model (`physicalProcessor` is the CPU), so `gpu_name_raw` is None and
+  normalization resolves the GPU from the instance type. `gpuMemory` is "NA" for most types; where
+  it is stated it is read as the instance's total and divided by the GPU count (the convention of
+  AWS's instance-type tables; the raw text is kept in provider_data). spot.js states no hardware:
+  spot offers carry gpu_count 0.0 ("not stated") and vCPUs/RAM from the advisor's instance table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+from urllib.parse import urlsplit
+
+import ijson
+
+from connectors.base import LayoutChanged, Offer, RawResponse, Unchanged
+from connectors.http import Client
+
+name = "aws"
+requires: tuple[str, ...] = ()
+
+PRICING_HOST = "https://pricing.us-east-1.amazonaws.com"
+REGION_INDEX_URL = f"{PRICING_HOST}/offers/v1.0/aws/AmazonEC2/current/region_index.json"
+SPOT_URL = "https://website.spot.ec2.aws.a2z.com/spot.js"
+ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
+# us-east-1's file passed 5 GB in 2024 and grows with every instance type and OS variant.
+OFFER_MAX_BYTES = 16 * 1024**3
+
+NON_COMMERCIAL_PREFIXES = ("cn-", "us-gov-", "us-iso", "eusc-")
+GPU_FAMILIES = frozenset({
+    "cg1", "g2", "g3", "g3s", "g4ad", "g4dn", "g5", "g5g", "g6", "g6e", "g6f", "gr6", "gr6f", "g7e",
+    "p2", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200",
+    "p6e-gb300", "dl1", "dl2q",
+})  # fmt: skip
+NON_GPU_ACCELERATOR_FAMILIES = frozenset(
+    {"inf1", "inf2", "trn1", "trn1n", "trn2", "trn2u", "f1", "f2", "vt1"}
+)
+# The product attributes that make a row the plain Linux on-demand rate.
+PLAIN_LINUX = {
+    "operatingSystem": "Linux",
+    "tenancy": "Shared",
+    "preInstalledSw": "NA",
+    "capacitystatus": "Used",
+    "licenseModel": "No License required",
+}
+SPOT_REGION_ALIASES = {
+    "us-east": "us-east-1",
+    "us-west": "us-west-1",
+    "eu-ireland": "eu-west-1",
+    "apac-sin": "ap-southeast-1",
+    "apac-syd": "ap-southeast-2",
+    "apac-tokyo": "ap-northeast-1",
+}
+# 2013-format spot.js names types by (type, size) pairs; only the GPU ones matter here.
+LEGACY_SPOT_TYPES = {("clusterGPUI", "xxxxl"): "cg1.4xlarge"}
+NOT_A_PRICE = frozenset({"N/A", "N/A*", ""})
+
+_OFFER_PATH = re.compile(r"/offers/v1\.0/aws/AmazonEC2/(?P<version>[^/]+)/(?P<region>[^/]+)/index\.json$")
+_REGION_CODE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+_CHUNK = 1024 * 1024
+# A section is over once this many chunks pass without one of its items ending. Products and
+# on-demand terms are a few KB each, so a run of 8 MiB without one is past the section's end.
+_IDLE_CHUNKS = 8
+
+
+# --- fetch ------------------------------------------------------------------------------------------
+
+
+def fetch(
+    client: Client,
+    creds: Mapping[str, str],
+    previous: Mapping[str, Mapping[str, str]] | None = None,
+) -> Iterator[RawResponse]:
+    """Region index, the changed regions' offer files (spooled), spot.js, the spot advisor."""
+    previous = previous or {}
+    index = client.fetch("GET", REGION_INDEX_URL)
+    yield index
+    for _region, url in commercial_offer_urls(index.json()):
+        if url in previous:
+            continue  # the URL embeds the version: the last run already has this exact file
+        yield client.fetch(
+            "GET",
+            url,
+            headers=conditional_headers(previous.get(url)),
+            spool=True,
+            max_bytes=OFFER_MAX_BYTES,
+        )
+    yield client.fetch("GET", SPOT_URL, headers=conditional_headers(previous.get(SPOT_URL)))
+    yield client.fetch("GET", ADVISOR_URL)
+
+
+def conditional_headers(kept: Mapping[str, str] | None) -> dict[str, str]:
+    """If-None-Match / If-Modified-Since from the headers kept with a previous response."""
+    headers: dict[str, str] = {}
+    if kept and kept.get("etag"):
+        headers["If-None-Match"] = kept["etag"]
+    if kept and kept.get("last-modified"):
+        headers["If-Modified-Since"] = kept["last-modified"]
+    return headers
+
+
+def is_commercial_region(code: str) -> bool:
+    return not code.startswith(NON_COMMERCIAL_PREFIXES)
+
+
+def commercial_offer_urls(region_index: Any) -> list[tuple[str, str]]:
+    """(region code, absolute offer-file URL) for every commercial region, sorted by region."""
+    regions = region_index.get("regions") if isinstance(region_index, dict) else None
+    if not isinstance(regions, dict) or not regions:
+        raise LayoutChanged(
+            "region_index.json: `regions` missing or empty; has the Price List index changed shape?"
+        )
+    urls = []
+    for code, entry in sorted(regions.items()):
+        path = entry.get("currentVersionUrl") if isinstance(entry, dict) else None
+        if not path:
+            raise LayoutChanged(f"region_index.json: region {code!r} has no `currentVersionUrl`")
+        if is_commercial_region(code):
+            urls.append((code, path if path.startswith("http") else PRICING_HOST + path))
+    return urls
+
+
+# --- parse ------------------------------------------------------------------------------------------
+
+
+def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged]:
+    """On-demand offers per offer file, `Unchanged` for skipped regions, spot offers with bands."""
+    for item in _parse(responses):
+        if not isinstance(item, _Excluded):
+            yield item
+
+
+def exclusions(responses: Sequence[RawResponse]) -> Counter[str]:
+    """What parse left out and why ("capacity_block", "zero_price", ...), counted; re-reads files."""
+    return Counter(item.reason for item in _parse(responses) if isinstance(item, _Excluded))
+
+
+@dataclass(frozen=True, slots=True)
+class _Excluded:
+    reason: str
+
+
+def _parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | _Excluded]:
+    index = next((r for r in responses if _kind(r.url) == "index"), None)
+    offer_files = [r for r in responses if _kind(r.url) == "offer"]
+    # A region listed by the index but with no fresh offer file was skipped as unchanged.
+    fresh = {r.url for r in offer_files if r.status == 200}
+    if index is not None:
+        for region, url in commercial_offer_urls(index.json()):
+            if url not in fresh:
+                yield Unchanged({"region": region, "pricing_type": "on_demand"})
+    for response in offer_files:
+        if response.status == 200:
+            with response.open() as fh:
+                yield from scan_offer_file(fh, source=response.url)
+
+    advisor = next((r for r in responses if _kind(r.url) == "advisor" and r.status == 200), None)
+    bands = parse_advisor(advisor.json()) if advisor is not None else SpotAdvisor({}, {})
+    for response in (r for r in responses if _kind(r.url) == "spot"):
+        if response.status == 304:
+            yield Unchanged({"pricing_type": "spot"}, reason="spot.js not modified (HTTP 304)")
+        else:
+            yield from spot_offers(parse_spot_js(response.read(), source=response.url), bands)
+
+
+def _kind(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.path.endswith("/region_index.json"):
+        return "index"
+    if _OFFER_PATH.search(parts.path):
+        return "offer"
+    if parts.path.endswith("spot.js"):
+        return "spot"
+    if parts.path.endswith("spot-advisor-data.json"):
+        return "advisor"
+    return "other"
+
+
+# --- offer files ------------------------------------------------------------------------------------
+
+
+class _SectionDone(Exception):
+    """Raised through ijson by `_SectionReader` once the section being read is over."""
+
+
+class _SectionReader:
+    """A file wrapper that ends a streaming pass once its section's items stop coming.
+
+    ijson reads a chunk, then yields the items completed in it. The caller calls `item()` for each;
+    after the first item, `_IDLE_CHUNKS` reads in a row with no item in between mean the section has
+    ended, and the next read raises `_SectionDone` instead of tokenizing the rest of the file.
+    """
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self._fh = fh
+        self._armed = False
+        self._idle = 0
+        self.bytes_read = 0
+
+    def item(self) -> None:
+        self._armed = True
+        self._idle = 0
+
+    def read(self, size: int = -1) -> bytes:
+        if self._armed and size != 0:
+            self._idle += 1
+            if self._idle > _IDLE_CHUNKS:
+                raise _SectionDone
+        chunk = self._fh.read(size)
+        self.bytes_read += len(chunk)
+        return chunk
+
+
+@dataclass(frozen=True, slots=True)
+class OfferFileHeader:
+    offer_code: str | None = None
+    version: str | None = None
+    publication_date: str | None = None
+    has_products: bool = False
+
+
+def read_header(fh: BinaryIO) -> OfferFileHeader:
+    """The top-level scalars before `products` (a few hundred bytes of events, then stops)."""
+    values: dict[str, str] = {}
+    for prefix, event, value in ijson.parse(fh, buf_size=64 * 1024):
+        if prefix == "products" and event == "start_map":
+            return OfferFileHeader(
+                values.get("offerCode"), values.get("version"), values.get("publicationDate"), True
+            )
+        if "." not in prefix and event == "string":
+            values[prefix] = value
+        if prefix == "terms" and event == "start_map":
+            break  # AWS writes products before terms; reading terms first would need them all held
+    return OfferFileHeader(values.get("offerCode"), values.get("version"), values.get("publicationDate"))
+
+
+def gpu_family(instance_type: str) -> str:
+    """ "p5en.48xlarge" -> "p5en"; "p6-b200.48xlarge" -> "p6-b200"."""
+    return instance_type.split(".", 1)[0]
+
+
+def is_gpu_instance(instance_type: str, gpu_attribute: str | None = None) -> bool:
+    family = gpu_family(instance_type)
+    if family in GPU_FAMILIES:
+        return True
+    if family in NON_GPU_ACCELERATOR_FAMILIES:
+        return False
+    count = parse_number(gpu_attribute)
+    return count is not None and count > 0
+
+
+def product_exclusion(attributes: Mapping[str, str]) -> str | None:
+    """None for a plain Linux on-demand GPU product; else why not ("not_gpu", "capacity_block", ...)."""
+    instance_type = attributes.get("instanceType")
+    if not instance_type or not is_gpu_instance(instance_type, attributes.get("gpu")):
+        return "not_gpu"
+    if attributes.get("marketoption") == "CapacityBlock" or attributes.get("operation", "").endswith(":CB"):
+        return "capacity_block"
+    for key, wanted in PLAIN_LINUX.items():
+        if attributes.get(key) != wanted:
+            return "not_plain_linux"
+    return None
+
+
+def parse_number(text: str | None) -> float | None:
+    """The leading number of "1152 GiB", "8", "0.125"; None for "NA", "" or None."""
+    if not text:
+        return None
+    match = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)", text.replace(",", ""))
+    return float(match.group(1)) if match else None
+
+
+def parse_memory_gb(text: str | None) -> float | None:
+    """ "1152 GiB" -> 1152.0; "22888 MiB" -> 22.35; "NA" -> None (GiB and GB as AWS states them)."""
+    value = parse_number(text)
+    if value is None or text is None:
+        return None
+    unit = re.sub(r"[\d.,\s]", "", text).lower()
+    return value / 1024 if unit.startswith(("mib", "mb")) else value
+
+
+def gpu_memory_per_gpu_gb(text: str | None, gpu_count: float) -> float | None:
+    total = parse_memory_gb(text)
+    if total is None or gpu_count <= 0:
+        return None
+    return total / gpu_count
+
+
+def hourly_rate(terms: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(price text, currency) of the hourly price dimension of a sku's on-demand terms."""
+    for term in terms.values():
+        if not isinstance(term, dict) or term.get("termAttributes"):
+            continue  # a term with a lease length is a reservation, whatever section it sits in
+        for dimension in (term.get("priceDimensions") or {}).values():
+            if dimension.get("unit") not in ("Hrs", "Hours"):
+                continue
+            prices = dimension.get("pricePerUnit") or {}
+            if "USD" in prices:
+                return str(prices["USD"]), "USD"
+            for currency, price in prices.items():
+                return str(price), currency
+    return None
+
+
+def valid_price(text: str) -> float | None:
+    """A positive finite price, or None ($0 placeholders, negatives, NaN, unreadable)."""
+    try:
+        price = float(text)
+    except ValueError:
+        return None
+    return price if math.isfinite(price) and price > 0 else None
+
+
+def scan_offer_file(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Offer | _Excluded]:
+    """Stream one offer file: keep GPU products, then read only their on-demand terms."""
+    match = _OFFER_PATH.search(urlsplit(source).path)
+    file_region = match.group("region") if match else None
+    try:
+        header = read_header(fh)
+        if not header.has_products:
+            raise LayoutChanged(
+                f"{source}: no `products` object before `terms`; is this an AWS Price List offer file?"
+            )
+        fh.seek(0)
+        kept: dict[str, Mapping[str, str]] = {}
+        reader = _SectionReader(fh)
+        try:
+            for sku, product in ijson.kvitems(reader, "products", buf_size=_CHUNK):
+                reader.item()
+                attributes = product.get("attributes") if isinstance(product, dict) else None
+                if not isinstance(attributes, dict):
+                    continue  # products without attributes (none seen so far) cannot be GPUs
+                reason = product_exclusion(attributes)
+                if reason is None:
+                    kept[sku] = attributes
+                elif reason == "capacity_block":
+                    yield _Excluded(reason)
+        except _SectionDone:
+            pass
+        if not kept:
+            return
+        fh.seek(0)
+        rates: dict[str, tuple[str, str] | None] = {}
+        reader = _SectionReader(fh)
+        try:
+            for sku, terms in ijson.kvitems(reader, "terms.OnDemand", buf_size=_CHUNK):
+                reader.item()
+                if sku in kept:
+                    rates[sku] = hourly_rate(terms) if isinstance(terms, dict) else None
+                    if len(rates) == len(kept):
+                        break
+        except _SectionDone:
+            pass
+    except ijson.JSONError as exc:
+        raise LayoutChanged(f"{source}: not valid JSON ({exc}); truncated download or new format?") from exc
+    if not rates:
+        raise LayoutChanged(
+            f"{source}: `terms.OnDemand` has none of the {len(kept)} GPU products' skus; "
+            "has the offer file's terms layout changed?"
+        )
+    for sku, attributes in kept.items():
+        rate = rates.get(sku)
+        if rate is None:
+            yield _Excluded("no_hourly_rate")
+            continue
+        price = valid_price(rate[0])
+        if price is None:
+            yield _Excluded("zero_price" if _is_zero(rate[0]) else "invalid_price")
+            continue
+        yield _offer_from_product(sku, attributes, price, rate[1], header, file_region)
+
+
+def _is_zero(text: str) -> bool:
+    try:
+        return float(text) == 0
+    except ValueError:
+        return False
+
+
+def offer_location(stated_region: str, file_region: str | None) -> tuple[str, str | None]:
+    """(region, zone): a Local Zone ("us-west-2-lax-1" in us-west-2's file) becomes a zone of it."""
+    if file_region and stated_region.startswith(file_region + "-"):
+        return file_region, stated_region
+    return stated_region or file_region or "", None
+
+
+def _offer_from_product(
+    sku: str,
+    attributes: Mapping[str, str],
+    price: float,
+    currency: str,
+    header: OfferFileHeader,
+    file_region: str | None,
+) -> Offer:
+    stated_region = attributes.get("regionCode") or file_region or ""
+    region, zone = offer_location(stated_region, file_region)
+    gpu_count = parse_number(attributes.get("gpu")) or 0.0
+    provider_data: dict[str, Any] = {
+        "sku": sku,
+        "network_performance": attributes.get("networkPerformance"),
+        "offer_version": header.version,
+        "publication_date": header.publication_date,
+    }
+    if attributes.get("gpuMemory") not in (None, "", "NA"):
+        provider_data["gpu_memory_raw"] = attributes["gpuMemory"]
+    return Offer(
+        provider=name,
+        instance_type=attributes["instanceType"],
+        region=region,
+        zone=zone,
+        pricing_type="on_demand",
+        price_source="list",
+        price_per_hour=price,
+        currency=currency,
+        gpu_name_raw=None,
+        gpu_count=gpu_count,
+        gpu_memory_gb_raw=gpu_memory_per_gpu_gb(attributes.get("gpuMemory"), gpu_count),
+        vcpus=parse_number(attributes.get("vcpu")),
+        ram_gb=parse_memory_gb(attributes.get("memory")),
+        provider_data=provider_data,
+    )
+
+
+# --- spot -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SpotPrice:
+    region: str
+    instance_type: str
+    price: str  # as stated: "0.0666", "N/A*", "-1"
+    currency: str
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    label: str
+    rate_min: float  # fraction of instances interrupted over the trailing month
+    rate_max: float
+
+
+@dataclass(frozen=True, slots=True)
+class SpotAdvisor:
+    """Per (region, instance type): (savings %, band); per instance type: (vCPUs, RAM GiB)."""
+
+    advice: Mapping[tuple[str, str], tuple[int | None, Band | None]]
+    specs: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
+
+
+def jsonp_body(text: str, *, source: str = "spot.js") -> Any:
+    """The object inside `callback(...)`, tolerating the trailing commas of the 2013 feed."""
+    start, end = text.find("("), text.rfind(")")
+    if start < 0 or end <= start:
+        raise LayoutChanged(f"{source}: no `callback(...)` wrapper; has the spot feed changed format?")
+    body = re.sub(r",(\s*[\]}])", r"\1", text[start + 1 : end])
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise LayoutChanged(f"{source}: JSONP body is not JSON ({exc.msg} at {exc.pos})") from exc
+
+
+def spot_region_code(name: str) -> str | None:
+    """ "us-east" -> "us-east-1"; "us-west-2" -> itself; unknown aliases -> None."""
+    if name in SPOT_REGION_ALIASES:
+        return SPOT_REGION_ALIASES[name]
+    return name if _REGION_CODE.match(name) else None
+
+
+def spot_instance_type(type_name: str, size: str) -> str | None:
+    """ "g2.2xlarge" as is; a 2013 (type, size) pair through LEGACY_SPOT_TYPES; else None."""
+    if "." in size:
+        return size
+    return LEGACY_SPOT_TYPES.get((type_name, size))
+
+
+def parse_spot_js(body: bytes, *, source: str = "spot.js") -> list[SpotPrice]:
+    """Every Linux price cell of spot.js, both generations, as stated (not yet filtered)."""
+    data = jsonp_body(body.decode("utf-8", "replace"), source=source)
+    regions = (data.get("config") or {}).get("regions") if isinstance(data, dict) else None
+    if not isinstance(regions, list):
+        raise LayoutChanged(f"{source}: `config.regions` missing; has the spot feed changed format?")
+    prices = []
+    for region_entry in regions:
+        region = spot_region_code(str(region_entry.get("region", "")))
+        if region is None:
+            continue
+        for type_entry in region_entry.get("instanceTypes") or []:
+            for size_entry in type_entry.get("sizes") or []:
+                instance_type = spot_instance_type(
+                    str(type_entry.get("type", "")), str(size_entry.get("size", ""))
+                )
+                if instance_type is None:
+                    continue
+                for column in size_entry.get("valueColumns") or []:
+                    if str(column.get("name", "")).lower() != "linux":
+                        continue
+                    for currency, price in (column.get("prices") or {}).items():
+                        prices.append(SpotPrice(region, instance_type, str(price), currency))
+    return prices
+
+
+def band_bounds(label: str, index: int, ranges: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
+    """Fractions per month from a label ("<5%", "5-10%", ">20%"); falls back to `max` fields."""
+    numbers = [float(n) / 100 for n in re.findall(r"\d+(?:\.\d+)?", label)]
+    if label.startswith("<") and numbers:
+        return 0.0, numbers[0]
+    if label.startswith(">") and numbers:
+        return numbers[0], 1.0
+    if len(numbers) == 2:
+        return numbers[0], numbers[1]
+    low = float(ranges[index - 1]["max"]) / 100 if index > 0 else 0.0
+    return low, float(ranges[index]["max"]) / 100
+
+
+def parse_advisor(data: Any) -> SpotAdvisor:
+    """Savings and interruption band per (region, instance type), Linux only."""
+    if not isinstance(data, dict) or "spot_advisor" not in data or "ranges" not in data:
+        raise LayoutChanged(
+            "spot-advisor-data.json: `spot_advisor` or `ranges` missing; has the advisor changed shape?"
+        )
+    ranges = sorted(data["ranges"], key=lambda r: int(r["index"]))
+    bands = {
+        int(r["index"]): Band(str(r["label"]), *band_bounds(str(r["label"]), i, ranges))
+        for i, r in enumerate(ranges)
+    }
+    advice: dict[tuple[str, str], tuple[int | None, Band | None]] = {}
+    for region, by_os in data["spot_advisor"].items():
+        for instance_type, cell in (by_os.get("Linux") or {}).items():
+            band = bands.get(int(cell["r"])) if "r" in cell else None
+            advice[(region, instance_type)] = (cell.get("s"), band)
+    specs = {
+        instance_type: (_float(spec.get("cores")), _float(spec.get("ram_gb")))
+        for instance_type, spec in (data.get("instance_types") or {}).items()
+        if isinstance(spec, dict)
+    }
+    return SpotAdvisor(advice, specs)
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def spot_offers(prices: Sequence[SpotPrice], advisor: SpotAdvisor) -> Iterator[Offer | _Excluded]:
+    """GPU spot offers with the advisor's band; advisor rows without a price make no offer."""
+    for cell in prices:
+        if not is_gpu_instance(cell.instance_type):
+            continue
+        price = valid_price(cell.price) if cell.price not in NOT_A_PRICE else None
+        if price is None:
+            yield _Excluded("spot_not_available")
+            continue
+        savings, band = advisor.advice.get((cell.region, cell.instance_type), (None, None))
+        vcpus, ram_gb = advisor.specs.get(cell.instance_type, (None, None))
+        provider_data: dict[str, Any] = {"savings_pct": savings}
+        if band is not None:
+            provider_data.update(
+                interruption_band=band.label,
+                interruption_rate_min=band.rate_min,
+                interruption_rate_max=band.rate_max,
+            )
+        yield Offer(
+            provider=name,
+            instance_type=cell.instance_type,
+            region=cell.region,
+            pricing_type="spot",
+            price_source="market",
+            price_per_hour=price,
+            currency=cell.currency,
+            gpu_name_raw=None,
+            gpu_count=0.0,  # spot.js states no hardware; normalization resolves by instance type
+            vcpus=vcpus,
+            ram_gb=ram_gb,
+            provider_data=provider_data,
+        )

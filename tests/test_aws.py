@@ -1,0 +1,486 @@
+"""AWS connector: pure helpers, parsers on the real captures, replay, resume and error paths."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from connectors import aws
+from connectors.base import FetchError, LayoutChanged, Offer, RawResponse, Unchanged
+from connectors.http import make_client
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "aws"
+REPLAY = REPO / "tests" / "replay"
+OFFER_BASE = "https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonEC2"
+US_EAST_1_URL = f"{OFFER_BASE}/20261127183045/us-east-1/index.json"
+EU_WEST_1_URL = f"{OFFER_BASE}/20261126091512/eu-west-1/index.json"
+
+
+def _raw(url: str, path: Path | None = None, *, body: bytes = b"", status: int = 200) -> RawResponse:
+    return RawResponse(
+        url=url, method="GET", status=status, fetched_at=datetime.now(UTC), body=body, body_path=path
+    )
+
+
+def _offers(items) -> list[Offer]:
+    return [i for i in items if isinstance(i, Offer)]
+
+
+def _by_key(offers: list[Offer]) -> dict[tuple[str, str, str], Offer]:
+    return {(o.region, o.instance_type, o.pricing_type): o for o in offers}
+
+
+# --- pure helpers -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "gpu", "expected"),
+    [
+        ("p5en.48xlarge", None, True),
+        ("p6-b200.48xlarge", None, True),
+        ("g6f.large", "0.125", True),
+        ("dl1.24xlarge", None, True),
+        ("m7i.large", None, False),
+        ("trn1.32xlarge", "16", False),  # Trainium is an accelerator, not a GPU
+        ("g9x.xlarge", "4", True),  # a family not yet in the list is caught by its gpu attribute
+        ("x9.large", "NA", False),
+    ],
+)
+def test_is_gpu_instance(instance_type: str, gpu: str | None, expected: bool) -> None:
+    assert aws.is_gpu_instance(instance_type, gpu) is expected
+
+
+def test_gpu_family_keeps_dashed_family_names() -> None:
+    assert aws.gpu_family("p6e-gb200.36xlarge") == "p6e-gb200"
+
+
+def test_product_exclusion_reasons() -> None:
+    plain = {
+        "instanceType": "p5.48xlarge",
+        "operatingSystem": "Linux",
+        "tenancy": "Shared",
+        "preInstalledSw": "NA",
+        "capacitystatus": "Used",
+        "licenseModel": "No License required",
+        "marketoption": "OnDemand",
+        "operation": "RunInstances",
+    }
+    assert aws.product_exclusion(plain) is None
+    assert aws.product_exclusion({**plain, "marketoption": "CapacityBlock"}) == "capacity_block"
+    assert aws.product_exclusion({**plain, "operation": "RunInstances:CB"}) == "capacity_block"
+    assert aws.product_exclusion({**plain, "tenancy": "Dedicated"}) == "not_plain_linux"
+    assert aws.product_exclusion({**plain, "capacitystatus": "UnusedCapacityReservation"}) == (
+        "not_plain_linux"
+    )
+    assert aws.product_exclusion({**plain, "instanceType": "m5.large"}) == "not_gpu"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1152 GiB", 1152.0), ("0.5 GiB", 0.5), ("22888 MiB", 22888 / 1024), ("24 GB", 24.0), ("NA", None)],
+)
+def test_parse_memory_gb(text: str, expected: float | None) -> None:
+    assert aws.parse_memory_gb(text) == expected
+
+
+def test_gpu_memory_is_read_as_instance_total_and_divided_per_gpu() -> None:
+    assert aws.gpu_memory_per_gpu_gb("96 GB", 4) == 24.0
+    assert aws.gpu_memory_per_gpu_gb("NA", 8) is None
+    assert aws.gpu_memory_per_gpu_gb("24 GB", 0) is None
+
+
+def test_hourly_rate_skips_reservation_terms_and_non_hourly_dimensions() -> None:
+    terms = {
+        "S.RES": {
+            "termAttributes": {"LeaseContractLength": "3yr"},
+            "priceDimensions": {"d": {"unit": "Hrs", "pricePerUnit": {"USD": "1.0"}}},
+        },
+        "S.OD": {
+            "termAttributes": {},
+            "priceDimensions": {
+                "fee": {"unit": "Quantity", "pricePerUnit": {"USD": "1161"}},
+                "hour": {"unit": "Hrs", "pricePerUnit": {"USD": "2.5000000000"}},
+            },
+        },
+    }
+    assert aws.hourly_rate(terms) == ("2.5000000000", "USD")
+    assert aws.hourly_rate(
+        {"S.X": {"priceDimensions": {"d": {"unit": "Hrs", "pricePerUnit": {"CNY": "3"}}}}}
+    ) == (
+        "3",
+        "CNY",
+    )
+    assert aws.hourly_rate({}) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("32.7726000000", 32.7726), ("0.0000000000", None), ("-1", None), ("NaN", None), ("N/A*", None)],
+)
+def test_valid_price(text: str, expected: float | None) -> None:
+    assert aws.valid_price(text) == expected
+
+
+def test_offer_location_makes_local_zones_zones_of_their_file_region() -> None:
+    assert aws.offer_location("us-west-2-lax-1", "us-west-2") == ("us-west-2", "us-west-2-lax-1")
+    assert aws.offer_location("us-east-1", "us-east-1") == ("us-east-1", None)
+    assert aws.offer_location("eu-west-1", None) == ("eu-west-1", None)
+
+
+@pytest.mark.parametrize(
+    ("alias", "code"),
+    [
+        ("us-east", "us-east-1"),
+        ("us-west", "us-west-1"),
+        ("us-west-2", "us-west-2"),
+        ("eu-ireland", "eu-west-1"),
+        ("apac-sin", "ap-southeast-1"),
+        ("apac-syd", "ap-southeast-2"),
+        ("apac-tokyo", "ap-northeast-1"),
+        ("sa-east-1", "sa-east-1"),
+        ("ap-southeast-7", "ap-southeast-7"),
+        ("mars-north", None),
+    ],
+)
+def test_spot_region_code(alias: str, code: str | None) -> None:
+    assert aws.spot_region_code(alias) == code
+
+
+def test_spot_instance_type_both_generations() -> None:
+    assert aws.spot_instance_type("gpuCurrentGen", "g2.2xlarge") == "g2.2xlarge"
+    assert aws.spot_instance_type("clusterGPUI", "xxxxl") == "cg1.4xlarge"
+    assert aws.spot_instance_type("stdSpot", "sm") is None  # legacy non-GPU pairs are not mapped
+
+
+def test_jsonp_body_tolerates_trailing_commas_and_rejects_other_payloads() -> None:
+    assert aws.jsonp_body('callback({"a": [1, 2,], "b": {"c": 1,},});') == {"a": [1, 2], "b": {"c": 1}}
+    with pytest.raises(LayoutChanged, match="callback"):
+        aws.jsonp_body("<html>Access Denied</html>")
+
+
+def test_band_bounds_from_labels_with_max_fallback() -> None:
+    ranges = [{"index": 0, "label": "<5%", "max": 5}, {"index": 1, "label": "odd", "max": 11}]
+    assert aws.band_bounds("<5%", 0, ranges) == (0.0, 0.05)
+    assert aws.band_bounds("5-10%", 1, ranges) == (0.05, 0.10)
+    assert aws.band_bounds(">20%", 4, ranges) == (0.20, 1.0)
+    assert aws.band_bounds("odd", 1, ranges) == (0.05, 0.11)
+
+
+def test_conditional_headers() -> None:
+    assert aws.conditional_headers(None) == {}
+    assert aws.conditional_headers({"etag": '"x"', "last-modified": "Fri, 27 Nov 2026 18:30:45 GMT"}) == {
+        "If-None-Match": '"x"',
+        "If-Modified-Since": "Fri, 27 Nov 2026 18:30:45 GMT",
+    }
+
+
+def test_commercial_offer_urls_skips_china_and_govcloud() -> None:
+    index = json.loads((FIXTURES / "region-index__2026-11-29.json").read_text())
+    assert aws.commercial_offer_urls(index) == [("eu-west-1", EU_WEST_1_URL), ("us-east-1", US_EAST_1_URL)]
+    assert not aws.is_commercial_region("cn-northwest-1")
+    with pytest.raises(LayoutChanged, match="regions"):
+        aws.commercial_offer_urls({"offers": {}})
+
+
+# --- real captures ----------------------------------------------------------------------------------
+
+
+def _shared_offer(shared_raw: Path, name: str, version: str, region: str) -> RawResponse:
+    return _raw(f"{OFFER_BASE}/{version}/{region}/index.json", shared_raw / "aws" / name)
+
+
+def test_real_us_east_1_p4d_offer(shared_raw: Path) -> None:
+    response = _shared_offer(
+        shared_raw, "bulk-offer-AmazonEC2-us-east-1-p4d-truncated.json", "20240528203522", "us-east-1"
+    )
+    offers = _offers(aws.parse([response]))
+    assert len(offers) == 1  # the other p4d product is its $0 Capacity Block twin
+    p4d = offers[0]
+    assert (p4d.instance_type, p4d.region, p4d.pricing_type) == ("p4d.24xlarge", "us-east-1", "on_demand")
+    assert p4d.price_per_hour == 32.7726 and p4d.currency == "USD" and p4d.price_source == "list"
+    assert (p4d.gpu_count, p4d.vcpus, p4d.ram_gb, p4d.gpu_name_raw) == (8.0, 96.0, 1152.0, None)
+    assert p4d.gpu_memory_gb_raw is None  # gpuMemory is "NA" in the file
+    assert p4d.provider_data["sku"] == "H7NGEAC6UEHNTKSJ"
+    assert p4d.provider_data["offer_version"] == "20240528203522"
+    assert p4d.provider_data["network_performance"] == "400 Gigabit"
+    assert aws.exclusions([response]) == {"capacity_block": 1}
+
+
+def test_real_us_east_2_sample_has_no_plain_linux_gpu_row(shared_raw: Path) -> None:
+    # Its only GPU product is a p3.8xlarge under Windows BYOL; m5.large is not a GPU.
+    response = _shared_offer(
+        shared_raw, "bulk-offer-AmazonEC2-us-east-2-truncated.json", "20230322145651", "us-east-2"
+    )
+    assert list(aws.parse([response])) == []
+
+
+def test_real_china_sample_parses_to_nothing_and_is_not_fetched(shared_raw: Path) -> None:
+    response = _shared_offer(
+        shared_raw, "bulk-offer-AmazonEC2-cn-northwest-1-truncated.json", "20230314154740", "cn-northwest-1"
+    )
+    assert list(aws.parse([response])) == []
+    assert not aws.is_commercial_region("cn-northwest-1")
+
+
+def test_real_spot_js_2013_legacy_names(shared_raw: Path) -> None:
+    response = _raw(aws.SPOT_URL, shared_raw / "aws" / "spot-js-jsonp-2013.js")
+    offers = _by_key(_offers(aws.parse([response])))
+    # clusterGPUI/xxxxl (cg1.4xlarge) has a Linux price only in us-east and eu-ireland.
+    assert set(offers) == {
+        ("us-east-1", "cg1.4xlarge", "spot"),
+        ("eu-west-1", "cg1.4xlarge", "spot"),
+    }
+    assert offers["us-east-1", "cg1.4xlarge", "spot"].price_per_hour == 0.346
+    assert offers["eu-west-1", "cg1.4xlarge", "spot"].price_per_hour == 0.54
+    assert offers["us-east-1", "cg1.4xlarge", "spot"].price_source == "market"
+    assert aws.exclusions([response]) == {"spot_not_available": 6}  # the six "N/A*" regions
+
+
+def test_real_spot_js_2014_current_names(shared_raw: Path) -> None:
+    response = _raw(aws.SPOT_URL, shared_raw / "aws" / "spot-js-jsonp-2014.js")
+    offers = _by_key(_offers(aws.parse([response])))
+    assert len(offers) == 7
+    assert offers["us-east-1", "g2.2xlarge", "spot"].price_per_hour == 0.0666
+    assert offers["us-west-1", "g2.2xlarge", "spot"].price_per_hour == 0.702  # alias "us-west"
+    assert offers["ap-northeast-1", "g2.2xlarge", "spot"].price_per_hour == 0.174  # "apac-tokyo"
+    assert offers["eu-west-1", "cg1.4xlarge", "spot"].price_per_hour == 2.36
+    assert ("ap-southeast-1", "g2.2xlarge", "spot") not in offers  # "N/A*" in apac-sin
+    # The 2014 feed has no m1/m3 GPU lookalikes: every offer is a GPU family.
+    assert {o.instance_type for o in offers.values()} == {"g2.2xlarge", "cg1.4xlarge"}
+
+
+def test_cross_check_p4d_against_ec2instances_and_karpenter(shared_raw: Path) -> None:
+    response = _shared_offer(
+        shared_raw, "bulk-offer-AmazonEC2-us-east-1-p4d-truncated.json", "20240528203522", "us-east-1"
+    )
+    parsed = _offers(aws.parse([response]))[0].price_per_hour
+
+    catalog = json.loads(
+        (shared_raw / "aws" / "ec2instances-info-opszero-ondemand-spotavg-2024-04.json").read_text()
+    )
+    ec2i = {(r["region"], r["instance-type"]): r["ondemand"] for r in catalog["data"]}
+    # ec2instances (April 2024) has the same list rate in us-east-2 ...
+    assert float(ec2i["us-east-2", "p4d.24xlarge"]) == parsed
+    # ... but "0" in us-east-1: it picked the $0 Capacity Block row, the trap this parser excludes.
+    assert float(ec2i["us-east-1", "p4d.24xlarge"]) == 0.0
+
+    with (shared_raw / "aws" / "karpenter-initial-ondemand-prices-aws.csv").open() as fh:
+        karpenter = {
+            (r["region"], r["instance_type"]): float(r["ondemand_usd_per_hour"]) for r in csv.DictReader(fh)
+        }
+    # Karpenter's table is from July 2026, after AWS cut P4d on-demand prices by a third (June 2025):
+    # 21.957642 = 32.7726 x 0.67.
+    assert karpenter["us-east-1", "p4d.24xlarge"] == pytest.approx(parsed * 0.67, rel=1e-6)
+
+
+# --- replay: the committed cassette -----------------------------------------------------------------
+
+
+def _replay_client():
+    return make_client(replay=REPLAY)
+
+
+def test_replay_fetch_and_parse_the_committed_cassette() -> None:
+    with _replay_client() as client:
+        responses = list(aws.fetch(client, {}))
+    assert [r.url for r in responses] == [
+        aws.REGION_INDEX_URL,
+        EU_WEST_1_URL,
+        US_EAST_1_URL,
+        aws.SPOT_URL,
+        aws.ADVISOR_URL,
+    ]
+    assert responses[1].body_path is not None  # offer files are spooled to disk
+    items = list(aws.parse(responses))
+    assert not [i for i in items if isinstance(i, Unchanged)]
+    offers = _by_key(_offers(items))
+    assert set(offers) == {
+        ("us-east-1", "p5.48xlarge", "on_demand"),
+        ("us-east-1", "g6.xlarge", "on_demand"),
+        ("us-east-1", "g4dn.xlarge", "on_demand"),
+        ("eu-west-1", "g5.xlarge", "on_demand"),
+        ("eu-west-1", "p4d.24xlarge", "on_demand"),
+        ("us-east-1", "g6.xlarge", "spot"),
+        ("us-east-1", "p5.48xlarge", "spot"),
+        ("eu-west-1", "g5.xlarge", "spot"),
+        ("eu-west-1", "p4d.24xlarge", "spot"),
+    }
+    p5 = offers["us-east-1", "p5.48xlarge", "on_demand"]
+    assert (p5.price_per_hour, p5.gpu_count, p5.vcpus, p5.ram_gb) == (55.04, 8.0, 192.0, 2048.0)
+    assert p5.provider_data["offer_version"] == "20261127183045"
+    assert offers["us-east-1", "g6.xlarge", "on_demand"].gpu_memory_gb_raw == 24.0
+    assert offers["us-east-1", "g4dn.xlarge", "on_demand"].zone == "us-east-1-bos-1"
+
+    g6_spot = offers["us-east-1", "g6.xlarge", "spot"]
+    assert (g6_spot.price_per_hour, g6_spot.price_source, g6_spot.vcpus, g6_spot.ram_gb) == (
+        0.3412,
+        "market",
+        4.0,
+        16.0,
+    )
+    assert g6_spot.provider_data == {
+        "savings_pct": 58,
+        "interruption_band": "5-10%",
+        "interruption_rate_min": 0.05,
+        "interruption_rate_max": 0.10,
+    }
+    assert offers["us-east-1", "p5.48xlarge", "spot"].provider_data["interruption_band"] == ">20%"
+    assert offers["eu-west-1", "g5.xlarge", "spot"].provider_data["interruption_rate_max"] == 0.05
+    # No advisor row for p4d in eu-west-1: the offer stands, without a band.
+    assert "interruption_band" not in offers["eu-west-1", "p4d.24xlarge", "spot"].provider_data
+    # The advisor knows g6.xlarge in eu-west-1, spot.js has no price: no offer is invented.
+    assert ("eu-west-1", "g6.xlarge", "spot") not in offers
+
+    assert aws.exclusions(responses) == {"capacity_block": 1, "zero_price": 1, "spot_not_available": 1}
+
+
+def test_replay_second_run_with_previous_skips_offer_files() -> None:
+    with _replay_client() as client:
+        first = list(aws.fetch(client, {}))
+        previous = {r.url: dict(r.headers) for r in first}
+        second = list(aws.fetch(client, {}, previous))
+    assert [r.url for r in second] == [aws.REGION_INDEX_URL, aws.SPOT_URL, aws.ADVISOR_URL]
+    items = list(aws.parse(second))
+    assert [i.scope for i in items if isinstance(i, Unchanged)] == [
+        {"region": "eu-west-1", "pricing_type": "on_demand"},
+        {"region": "us-east-1", "pricing_type": "on_demand"},
+    ]
+    assert {o.pricing_type for o in _offers(items)} == {"spot"}
+
+
+# --- resume and error paths through MockTransport ---------------------------------------------------
+
+
+def _fixture_server(overrides=None, seen=None):
+    bodies = {
+        aws.REGION_INDEX_URL: FIXTURES / "region-index__2026-11-29.json",
+        US_EAST_1_URL: FIXTURES / "offer-us-east-1__2026-11-29.json",
+        EU_WEST_1_URL: FIXTURES / "offer-eu-west-1__2026-11-29.json",
+        aws.SPOT_URL: FIXTURES / "spot-js__2026-11-29.js",
+        aws.ADVISOR_URL: FIXTURES / "spot-advisor-data__2026-11-29.json",
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        url = str(request.url)
+        if seen is not None:
+            seen.append(request)
+        if overrides and url in overrides:
+            return overrides[url](request)
+        if url not in bodies:
+            return httpx.Response(404, text="NoSuchKey")
+        etag = f'"{bodies[url].name}"'
+        if request.headers.get("if-none-match") == etag:
+            return httpx.Response(304, headers={"etag": etag})
+        return httpx.Response(200, content=bodies[url].read_bytes(), headers={"etag": etag})
+
+    return make_client(transport=httpx.MockTransport(handler), sleep=lambda _: None)
+
+
+def test_unchanged_spot_js_is_revalidated_with_its_etag() -> None:
+    seen: list[httpx.Request] = []
+    with _fixture_server(seen=seen) as client:
+        first = list(aws.fetch(client, {}))
+        previous = {r.url: dict(r.headers) for r in first}
+        seen.clear()
+        second = list(aws.fetch(client, {}, previous))
+    spot_request = next(r for r in seen if str(r.url) == aws.SPOT_URL)
+    assert spot_request.headers["if-none-match"] == '"spot-js__2026-11-29.js"'
+    assert [r.status for r in second] == [200, 304, 200]
+    items = list(aws.parse(second))
+    assert {"pricing_type": "spot"} in [i.scope for i in items if isinstance(i, Unchanged)]
+    assert _offers(items) == []
+
+
+def test_a_new_version_of_one_region_is_fetched_and_the_other_left_unchanged() -> None:
+    with _fixture_server() as client:
+        first = list(aws.fetch(client, {}))
+    previous = {r.url: dict(r.headers) for r in first if r.url != US_EAST_1_URL}
+    with _fixture_server() as client:
+        second = list(aws.fetch(client, {}, previous))
+    assert US_EAST_1_URL in [r.url for r in second] and EU_WEST_1_URL not in [r.url for r in second]
+    items = list(aws.parse(second))
+    assert [i.scope for i in items if isinstance(i, Unchanged)] == [
+        {"region": "eu-west-1", "pricing_type": "on_demand"},
+        {"pricing_type": "spot"},  # spot.js answered 304 to its revalidation
+    ]
+    assert {o.region for o in _offers(items) if o.pricing_type == "on_demand"} == {"us-east-1"}
+
+
+def test_server_errors_are_retried_then_reported() -> None:
+    calls = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(503, text="Slow Down")
+
+    with _fixture_server({US_EAST_1_URL: flaky}) as client, pytest.raises(FetchError, match="503"):
+        list(aws.fetch(client, {}))
+    assert len(calls) == 5  # the first try and the HTTP layer's four retries
+
+
+def test_missing_offer_file_fails_without_retry() -> None:
+    calls = []
+
+    def gone(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(404, text="NoSuchKey")
+
+    with _fixture_server({EU_WEST_1_URL: gone}) as client, pytest.raises(FetchError, match="404"):
+        list(aws.fetch(client, {}))
+    assert len(calls) == 1
+
+
+def test_truncated_offer_file_is_a_layout_error() -> None:
+    body = (FIXTURES / "offer-us-east-1__2026-11-29.json").read_bytes()[:3000]
+    with pytest.raises(LayoutChanged, match="not valid JSON"):
+        list(aws.parse([_raw(US_EAST_1_URL, body=body)]))
+
+
+def test_offer_file_without_products_is_a_layout_error() -> None:
+    with pytest.raises(LayoutChanged, match="products"):
+        list(aws.parse([_raw(US_EAST_1_URL, body=b'{"offerCode": "AmazonEC2", "terms": {}}')]))
+
+
+def test_gpu_products_without_on_demand_terms_is_a_layout_error() -> None:
+    data = json.loads((FIXTURES / "offer-us-east-1__2026-11-29.json").read_text())
+    data["terms"] = {"OnDemandTerms": data["terms"]["OnDemand"]}
+    with pytest.raises(LayoutChanged, match=r"terms\.OnDemand"):
+        list(aws.parse([_raw(US_EAST_1_URL, body=json.dumps(data).encode())]))
+
+
+def test_bad_spot_feed_and_advisor_are_layout_errors() -> None:
+    with pytest.raises(LayoutChanged, match=r"config\.regions"):
+        list(aws.parse([_raw(aws.SPOT_URL, body=b'callback({"vers": 0.01})')]))
+    with pytest.raises(LayoutChanged, match="spot_advisor"):
+        list(aws.parse([_raw(aws.ADVISOR_URL, body=b"{}")]))
+
+
+def test_reserved_section_is_never_tokenized() -> None:
+    # A kept sku without an on-demand term keeps pass 2 reading until its section ends; the
+    # Reserved section ends in bytes that are not JSON, so parsing it would raise.
+    data = json.loads((FIXTURES / "offer-us-east-1__2026-11-29.json").read_text())
+    del data["terms"]["OnDemand"]["AAAAG6LINUX00003"]
+    data["terms"]["Reserved"] = {"PAD": "x" * (12 * 1024 * 1024)}
+    text = json.dumps(data)
+    cut = text.rindex('"PAD"') + 10 * 1024 * 1024
+    body = (text[:cut] + "<<not json>>").encode()
+    offers = _offers(aws.parse([_raw(US_EAST_1_URL, body=body)]))
+    assert {o.instance_type for o in offers} == {"p5.48xlarge", "g4dn.xlarge"}
+    assert aws.exclusions([_raw(US_EAST_1_URL, body=body)])["no_hourly_rate"] == 1
+
+
+def test_section_reader_stops_after_idle_chunks() -> None:
+    reader = aws._SectionReader(io.BytesIO(b"x" * (20 * 1024 * 1024)))
+    reader.read(1024 * 1024)
+    reader.item()
+    with pytest.raises(aws._SectionDone):
+        for _ in range(20):
+            reader.read(1024 * 1024)
+    assert reader.bytes_read == (1 + aws._IDLE_CHUNKS) * 1024 * 1024
