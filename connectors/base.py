@@ -18,6 +18,9 @@ Errors (all subclass `ConnectorError`)::
         ├── ResponseTooLarge  a body exceeded the size cap
         └── ReplayMiss        replay mode met a request the cassette has no answer for
 
+A module may also declare `optional: tuple[str, ...]`: credentials it uses when they are set (a
+higher rate limit, say) but does not need; they are passed in `creds` and redacted like the rest.
+
 Incremental sources: `previous` maps each URL fetched in the provider's last successful run to the
 headers kept with it (`etag`, `last-modified`, ...). A connector may use it to send conditional
 requests or to skip a versioned file it already has; for every part it did not re-read, `parse`

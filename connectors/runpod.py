@@ -40,6 +40,7 @@ from connectors.http import Client
 name = "runpod"
 requires: tuple[str, ...] = ()
 OPTIONAL_CREDENTIAL = "RUNPOD_API_KEY"
+optional: tuple[str, ...] = (OPTIONAL_CREDENTIAL,)  # sent when present, never required
 
 API_URL = "https://api.runpod.io/graphql"
 QUERY = (

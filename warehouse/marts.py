@@ -1,0 +1,134 @@
+"""Rebuilding staging and marts: one transaction, so readers see the old marts or the new, never half.
+
+Order of work:
+
+1. `staging.offer_hardware`: every distinct GPU description among current offers, resolved by
+   `warehouse.hardware.HardwareCatalog` (Python, because VRAM snapping and glob patterns are data
+   plus a little arithmetic that SQL would only obscure);
+2. the SQL models in `sql/staging/*.sql` (views) and `sql/marts/*.sql` (tables), one model per file,
+   named by the file, run in dependency order (a model depends on the `staging.x` / `marts.x` names
+   it mentions);
+3. the fine-tuning marts, computed by `warehouse.finetune` from `marts.gpu_offers` and the seeds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from graphlib import TopologicalSorter
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from warehouse.db import PACKAGE_DIR, transaction
+from warehouse.hardware import HardwareCatalog
+
+SQL_DIR = PACKAGE_DIR / "sql"
+_REFERENCE = re.compile(r"\b(staging|marts)\.([a-z_][a-z0-9_]*)\b")
+
+_HARDWARE_SCHEMA = {
+    "provider": pl.String,
+    "instance_type": pl.String,
+    "gpu_name_raw": pl.String,
+    "gpu_memory_gb_raw": pl.Float64,
+    "gpu_count_raw": pl.Float64,
+    "gpu_name": pl.String,
+    "match_rule": pl.String,
+    "gpu_count": pl.Float64,
+    "vram_gb": pl.Float64,
+    "instance_type_pattern": pl.String,
+    "intra_node_interconnect": pl.String,
+    "intra_node_gbps": pl.Float64,
+    "inter_node_fabric": pl.String,
+    "inter_node_gbps": pl.Float64,
+    "gpudirect_rdma": pl.Boolean,
+}
+
+
+@dataclass(frozen=True)
+class SqlModel:
+    schema: str  # staging | marts
+    name: str
+    sql: str
+
+    @property
+    def relation(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    @property
+    def depends_on(self) -> set[str]:
+        return {f"{s}.{n}" for s, n in _REFERENCE.findall(self.sql)} - {self.relation}
+
+
+def sql_models(directory: Path = SQL_DIR) -> list[SqlModel]:
+    """Every SQL model, in an order where each comes after the models it reads."""
+    models = {
+        f"{schema}.{path.stem}": SqlModel(schema, path.stem, path.read_text())
+        for schema in ("staging", "marts")
+        for path in sorted((directory / schema).glob("*.sql"))
+    }
+    graph = {name: {d for d in model.depends_on if d in models} for name, model in models.items()}
+    return [models[name] for name in TopologicalSorter(graph).static_order()]
+
+
+def resolve_hardware(con: duckdb.DuckDBPyConnection, catalog: HardwareCatalog) -> pl.DataFrame:
+    """Resolve each distinct GPU description of the current offers to a canonical GPU."""
+    distinct = con.execute(
+        """
+        select distinct provider, instance_type, gpu_name_raw, gpu_memory_gb_raw, gpu_count
+        from core.offer_prices where valid_to is null
+        """
+    ).fetchall()
+    rows = []
+    for provider, instance_type, name_raw, memory_raw, count_raw in distinct:
+        # A count of 0 is how connectors say "the source does not state it" (Azure, AWS spot).
+        match = catalog.resolve(provider, instance_type, name_raw, memory_raw, count_raw or None)
+        rows.append(
+            {
+                "provider": provider,
+                "instance_type": instance_type,
+                "gpu_name_raw": name_raw,
+                "gpu_memory_gb_raw": memory_raw,
+                "gpu_count_raw": count_raw,
+                "gpu_name": match.gpu_name if match else None,
+                "match_rule": match.rule if match else None,
+                "gpu_count": match.gpu_count if match else None,
+                "vram_gb": match.vram_gb if match else None,
+                "instance_type_pattern": match.instance_type_pattern if match else None,
+                "intra_node_interconnect": match.intra_node_interconnect if match else None,
+                "intra_node_gbps": match.intra_node_gbps if match else None,
+                "inter_node_fabric": match.inter_node_fabric if match else None,
+                "inter_node_gbps": match.inter_node_gbps if match else None,
+                "gpudirect_rdma": match.gpudirect_rdma if match else None,
+            }
+        )
+    return pl.DataFrame(rows, schema=_HARDWARE_SCHEMA)
+
+
+FinetuneBuilder = Callable[[duckdb.DuckDBPyConnection], dict[str, int]]
+
+
+def build_marts(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    catalog: HardwareCatalog | None = None,
+    finetune: FinetuneBuilder | None = None,
+) -> dict[str, int]:
+    """Rebuild staging and marts in one transaction; rows per relation built."""
+    catalog = catalog or HardwareCatalog.load()
+    hardware = resolve_hardware(con, catalog)
+    counts: dict[str, int] = {}
+    with transaction(con):
+        con.register("offer_hardware_frame", hardware)
+        con.execute("create or replace table staging.offer_hardware as select * from offer_hardware_frame")
+        con.unregister("offer_hardware_frame")
+        counts["staging.offer_hardware"] = hardware.height
+        for model in sql_models():
+            kind = "view" if model.schema == "staging" else "table"
+            con.execute(f"create or replace {kind} {model.relation} as\n{model.sql}")
+            counts[model.relation] = con.execute(f"select count(*) from {model.relation}").fetchall()[0][0]
+        if finetune is not None:
+            counts.update(finetune(con))
+    return counts

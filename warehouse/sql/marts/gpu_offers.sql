@@ -1,0 +1,85 @@
+-- One row per current GPU offer: price, canonical GPU and its specs, interconnect, billing.
+-- Column names here are a contract (DESIGN.md); feeds pin their own column lists on top.
+with
+
+offers as (
+    select * from staging.stg_offers__current
+    where gpu_name is not null
+),
+
+gpus as (
+    select * from core.gpus
+),
+
+providers as (
+    select * from core.providers
+),
+
+final as (
+    select
+        offers.provider,
+        offers.instance_type,
+        offers.region,
+        offers.zone,
+        offers.pricing_type,
+        offers.is_spot,
+        offers.price_source,
+        offers.price_usd_per_hour,
+        offers.price_per_hour,
+        offers.currency,
+        offers.gpu_name,
+        gpus.model as gpu_model,
+        gpus.form_factor as gpu_variant,
+        offers.gpu_name_raw,
+        offers.gpu_count,
+        offers.vram_gb,
+        offers.vram_gb * offers.gpu_count as total_vram_gb,
+        gpus.memory_type,
+        gpus.memory_bandwidth_gbps,
+        gpus.bf16_tflops,
+        gpus.fp8_tflops,
+        coalesce(
+            offers.intra_node_interconnect,
+            case
+                when offers.gpu_count <= 1 then 'none'
+                when gpus.form_factor ilike 'SXM%' then 'NVSwitch'
+                when gpus.nvlink_gbps = 0 then 'PCIe'
+            end
+        ) as intra_node_interconnect,
+        coalesce(
+            offers.intra_node_gbps,
+            case
+                when offers.gpu_count <= 1 then 0
+                when gpus.form_factor ilike 'SXM%' then gpus.nvlink_gbps
+            end
+        ) as intra_node_gbps,
+        case
+            when offers.intra_node_interconnect is not null then 'instance_type'
+            when offers.gpu_count <= 1 then 'single_gpu'
+            -- an SXM board only exists on an HGX baseboard, whose GPUs meet in NVSwitch
+            when gpus.form_factor ilike 'SXM%' then 'sxm_form_factor'
+            -- a GPU without NVLink can only talk to its neighbours over PCIe
+            when gpus.nvlink_gbps = 0 then 'gpu_has_no_nvlink'
+        end as interconnect_source,
+        offers.inter_node_fabric,
+        offers.inter_node_gbps,
+        offers.gpudirect_rdma,
+        offers.price_usd_per_hour / offers.gpu_count as price_usd_per_gpu_hour,
+        offers.price_usd_per_hour / (offers.vram_gb * offers.gpu_count) as price_usd_per_vram_gb_hour,
+        providers.billing_granularity,
+        providers.minimum_charge_seconds,
+        providers.spot_kind,
+        offers.vcpus,
+        offers.ram_gb,
+        offers.available,
+        offers.match_rule,
+        offers.provider_data,
+        offers.price_since,
+        offers.last_seen_at
+    from offers
+    left join gpus on offers.gpu_name = gpus.gpu_name
+    left join providers on offers.provider = providers.provider
+    where offers.gpu_count > 0
+)
+
+select * from final
