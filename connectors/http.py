@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlunsplit
 
 import httpx
 
@@ -66,9 +66,11 @@ _CHUNK = 1024 * 1024
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
+    """Replace each secret, as written and as a URL would encode it, with `***`."""
     for secret in secrets:
         if secret:
-            text = text.replace(secret, REDACTED)
+            for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
+                text = text.replace(form, REDACTED)
     return text
 
 

@@ -215,3 +215,9 @@ def test_request_key_normalizes_query_order():
 def test_record_and_replay_are_exclusive(tmp_path: Path):
     with pytest.raises(ValueError, match="exclusive"):
         make_client(record=tmp_path, replay=tmp_path)
+
+
+def test_url_encoded_secrets_are_redacted_too():
+    client, _ = _client(lambda r: httpx.Response(200, text="ok"), secrets=["abc+def/ghi="])
+    raw = client.fetch("GET", "https://example.test/skus", params={"key": "abc+def/ghi="})
+    assert "abc" not in raw.url and raw.url.endswith("key=***")
