@@ -13,6 +13,10 @@ from __future__ import annotations
 import os
 import time
 
+from dotenv import load_dotenv
+
+# Credentials and GPUCOST_ settings may live in ./.env (never committed); the real environment wins.
+load_dotenv(override=False)
 # Prefect reads these at import; set quiet, offline-friendly defaults before it is imported.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -135,6 +139,11 @@ def refresh(
     )
     if summary.mode == "replay":
         console.print("[yellow]These prices are recorded sample data (replay), not live prices.[/]")
+    for o in summary.outcomes:
+        if o.status != "ok":
+            err.print(f"[bold]{o.provider} {o.status}:[/] {o.error}", soft_wrap=True)
+            if o.hint:
+                err.print(f"  what to do: {o.hint}", soft_wrap=True)
     if summary.failed:
         names = ", ".join(o.provider for o in summary.failed)
         raise _fail(

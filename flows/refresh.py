@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
@@ -46,6 +47,7 @@ class RefreshSummary:
     outcomes: list[ProviderOutcome]
     mart_rows: dict[str, int] = field(default_factory=dict)
     feeds: list[str] = field(default_factory=list)
+    cheapest: list[dict[str, object]] = field(default_factory=list)
     pipeline_seconds: float = 0.0
 
     @property
@@ -129,9 +131,13 @@ def refresh(
     creds = {c.name: credentials_for(c, env, replay=bool(replay)) for c in connectors}
     secrets = [s for _, values in creds.values() for s in values]
     run_id = new_run_id(datetime.now(UTC))
-    con = open_warehouse(Settings(home=home_dir).warehouse_path)
+    con = open_warehouse(home_dir / settings.warehouse_path.name)
     client = make_client(
         secrets=secrets,
+        timeout=httpx.Timeout(settings.http_timeout_seconds, connect=10.0),
+        retries=settings.http_retries,
+        backoff=settings.http_backoff_seconds,
+        per_host=settings.http_per_host,
         replay=Path(replay) if replay else None,
         record=Path(record) if record else None,
         spool_dir=home_dir / "spool",
@@ -152,6 +158,17 @@ def refresh(
         con.execute("update ops.runs set marts_built_at = ? where run_id = ?", [datetime.now(UTC), run_id])
         summary.feeds = write_feeds_task(con, out_dir)
         summary.status = finish_run(con, run_id, outcomes)
+        cheapest = con.sql(
+            """
+            select gpu_name, provider, instance_type, region, pricing_type, price_source,
+                round(price_usd_per_gpu_hour, 4) as usd_per_gpu_hour
+            from marts.gpu_offers
+            qualify row_number() over (partition by gpu_name order by price_usd_per_gpu_hour) = 1
+            order by vram_gb desc, usd_per_gpu_hour
+            limit 25
+            """
+        )
+        summary.cheapest = [dict(zip(cheapest.columns, row, strict=True)) for row in cheapest.fetchall()]
     except BaseException as exc:
         finish_run(con, run_id, outcomes, error=f"{type(exc).__name__}: {exc}")
         raise
@@ -183,3 +200,10 @@ def _publish_artifact(summary: RefreshSummary) -> None:
         ],
         description=f"gpucost refresh {summary.run_id} ({summary.mode}): {summary.status}",
     )
+    if summary.cheapest:
+        create_table_artifact(
+            key="gpucost-cheapest-gpus",
+            table=summary.cheapest,
+            description="Cheapest current offer per GPU model, per GPU-hour"
+            + (" (replay: recorded sample data)" if summary.mode == "replay" else ""),
+        )

@@ -36,6 +36,10 @@ class Settings(BaseSettings):
 
     home: Path = Path("data")
     feeds_dir: Path = Path("feeds")
+    http_timeout_seconds: float = 30.0
+    http_retries: int = 4
+    http_backoff_seconds: float = 0.5  # first retry waits about this long, then doubles
+    http_per_host: int = 4
 
     @property
     def warehouse_path(self) -> Path:

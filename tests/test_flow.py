@@ -1,0 +1,165 @@
+"""The refresh flow end to end from the committed replay cassette, and the CLI around it.
+
+These share one Prefect test server (the session-scoped `prefect_harness`) and one warehouse per
+test module, because every flow run costs about a second and a server start about ten.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import REPO
+
+REPLAY = REPO / "tests" / "replay"
+PROVIDERS = ("azure", "runpod", "oci", "aws", "gcp")
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gpucost-home")
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    monkeypatch.setenv("GPUCOST_HOME", str(home))
+    monkeypatch.setenv("GPUCOST_FEEDS_DIR", str(home / "feeds"))
+    monkeypatch.setenv("GPUCOST_HTTP_BACKOFF_SECONDS", "0.001")
+    for name in ("GOOGLE_API_KEY", "RUNPOD_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def query(home: Path, sql: str) -> list[tuple]:
+    con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def broken_cassette(tmp_path: Path, host: str, status: int = 500) -> Path:
+    """A copy of the replay cassette in which every exchange with `host` answers `status`."""
+    cassette = tmp_path / "replay"
+    shutil.copytree(REPLAY, cassette)
+    # the copies point at ../../fixtures; keep that relative path valid
+    shutil.copytree(REPO / "tests" / "fixtures", tmp_path / "fixtures")
+    for meta_path in (cassette / host).glob("*.json"):
+        meta = json.loads(meta_path.read_text())
+        meta["response"]["status"] = status
+        meta_path.write_text(json.dumps(meta))
+    return cassette
+
+
+def test_replay_refresh_loads_every_provider(prefect_harness, home: Path):
+    from flows.refresh import refresh
+
+    summary = refresh(replay=str(REPLAY))
+    assert summary.status == "ok", [(o.provider, o.error) for o in summary.outcomes]
+    assert [o.provider for o in summary.outcomes] == list(PROVIDERS)
+    assert all(o.offers_loaded > 0 for o in summary.outcomes)
+
+    offers = dict(
+        ((p, t), n)
+        for p, t, n in query(
+            home, "select provider, pricing_type, count(*) from marts.gpu_offers group by all"
+        )
+    )
+    for provider in PROVIDERS:
+        assert offers[(provider, "on_demand")] > 0 and offers[(provider, "spot")] > 0, provider
+    # canonical names and VRAM, not the raw labels
+    assert query(
+        home,
+        "select distinct gpu_name, vram_gb from marts.gpu_offers "
+        "where provider = 'runpod' and gpu_name_raw = 'NVIDIA H100 80GB HBM3'",
+    ) == [("H100-SXM", 80.0)]
+    assert query(home, "select count(*) from marts.unmapped_gpus") == [(0,)]
+    # OCI's preemptible price is a rule, never shown as a market price
+    assert set(
+        query(home, "select distinct price_source from marts.gpu_offers where provider = 'oci' and is_spot")
+    ) == {("estimated",)}
+    assert (home / "feeds" / "gpu_offers.v1.parquet").exists()
+    assert query(home, "select count(*) from raw.responses where url like '%key=replay-placeholder%'") == [
+        (0,)
+    ]
+
+
+def test_identical_rerun_adds_no_history_rows(prefect_harness, home: Path):
+    from flows.refresh import refresh
+
+    before = query(home, "select count(*) from core.offer_prices")
+    summary = refresh(replay=str(REPLAY))
+    assert summary.status == "ok"
+    assert query(home, "select count(*) from core.offer_prices") == before
+    assert sum(o.rows_inserted + o.rows_closed for o in summary.outcomes) == 0
+
+
+def test_one_provider_answering_500_keeps_its_prices_and_fails_the_command(
+    prefect_harness, home: Path, tmp_path: Path
+):
+    from flows.cli import app
+
+    runpod_before = query(
+        home, "select count(*) from core.offer_prices where provider = 'runpod' and valid_to is null"
+    )
+    cassette = broken_cassette(tmp_path, "api.runpod.io", 500)
+    result = CliRunner().invoke(app, ["refresh", "--replay", str(cassette)])
+    assert result.exit_code == 1, result.output
+    assert "runpod" in result.output and "failed" in result.output
+    assert "HTTP 500" in result.output
+    assert "last good prices stay current" in result.output
+    status = dict(
+        query(
+            home,
+            "select provider, status from ops.provider_runs where run_id = (select max(run_id) from ops.runs)",
+        )
+    )
+    assert status == {"azure": "ok", "runpod": "failed", "oci": "ok", "aws": "ok", "gcp": "ok"}
+    assert (
+        query(home, "select count(*) from core.offer_prices where provider = 'runpod' and valid_to is null")
+        == runpod_before
+    )
+    assert query(home, "select count(*) from marts.gpu_offers where provider = 'runpod'")[0][0] > 0
+
+
+def test_cli_sql_status_export(prefect_harness, home: Path, tmp_path: Path):
+    from flows.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["sql", "select provider, count(*) as n from marts.gpu_offers group by 1 order by 1", "--csv"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == "provider,n"
+    assert {line.split(",")[0] for line in result.output.splitlines()[1:]} == set(PROVIDERS)
+
+    result = runner.invoke(app, ["sql", "create table marts.x as select 1"])
+    assert result.exit_code == 1 and "read-only" in result.output.lower()
+
+    result = runner.invoke(app, ["status"])
+    assert result.exit_code == 0 and "runpod" in result.output and "failed" in result.output
+
+    result = runner.invoke(app, ["export", "--format", "csv", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "gpu_offers.v1.csv").read_text().startswith("provider,instance_type,region")
+
+
+def test_unknown_provider_is_a_clear_error(prefect_harness, home: Path):
+    from flows.cli import app
+
+    result = CliRunner().invoke(app, ["refresh", "--providers", "nope", "--replay", str(REPLAY)])
+    assert result.exit_code == 1
+    assert "unknown provider(s) nope; choose from azure, runpod, oci, aws, gcp" in result.output
+
+
+def test_gcp_without_key_is_skipped_not_failed(prefect_harness, home: Path):
+    from flows.refresh import refresh
+
+    summary = refresh(providers=["gcp"])  # live mode, no GOOGLE_API_KEY: no request is made
+    (outcome,) = summary.outcomes
+    assert outcome.status == "skipped" and "GOOGLE_API_KEY" in (outcome.error or "")
+    assert summary.status == "ok"
