@@ -1,0 +1,13 @@
+"""Prefect flows and the `gpucost` command: thin orchestration over connectors/ and warehouse/."""
+
+import os
+
+from dotenv import load_dotenv
+
+# Credentials and GPUCOST_ settings may live in ./.env (never committed); the real environment wins.
+load_dotenv(override=False)
+# Prefect reads these when it is imported: quiet, offline-friendly defaults (see stack-notes.md §2).
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")

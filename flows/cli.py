@@ -10,19 +10,7 @@ gpucost memory / estimate           fine-tuning memory and cost (flows/cli_finet
 
 from __future__ import annotations
 
-import os
 import time
-
-from dotenv import load_dotenv
-
-# Credentials and GPUCOST_ settings may live in ./.env (never committed); the real environment wins.
-load_dotenv(override=False)
-# Prefect reads these at import; set quiet, offline-friendly defaults before it is imported.
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
-os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
-
 from pathlib import Path
 from typing import Annotated
 

@@ -115,7 +115,8 @@ def test_one_provider_answering_500_keeps_its_prices_and_fails_the_command(
     status = dict(
         query(
             home,
-            "select provider, status from ops.provider_runs where run_id = (select max(run_id) from ops.runs)",
+            "select provider, status from ops.provider_runs "
+            "where run_id = (select run_id from ops.runs order by started_at desc limit 1)",
         )
     )
     assert status == {"azure": "ok", "runpod": "failed", "oci": "ok", "aws": "ok", "gcp": "ok"}
