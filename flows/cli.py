@@ -195,8 +195,15 @@ def status() -> None:
     try:
         rel = con.sql(
             """
-            select provider, status, finished_at, offers_loaded, offers_quarantined, rows_inserted,
-                rows_closed, coalesce(error, '') as error, run_id
+            select
+                provider,
+                status,
+                strftime(finished_at, '%Y-%m-%d %H:%M') as finished_utc,
+                offers_loaded as loaded,
+                offers_quarantined as quarantined,
+                rows_inserted as history_added,
+                rows_closed as history_closed,
+                coalesce(error, '') as error
             from ops.provider_runs
             qualify row_number() over (partition by provider order by started_at desc) = 1
             order by provider
