@@ -6,10 +6,12 @@ layer retries 429/5xx). One OData `$filter` selects every GPU VM meter in every 
     serviceName eq 'Virtual Machines' and priceType eq 'Consumption'
     and startswith(armSkuName, 'Standard_N')
 
-All Azure GPU sizes are N-series (NC, ND, NG, NV, and the NM media accelerators), whose ARM names start
-with `Standard_N`. `meterRegion='primary'` keeps one meter per region (the API otherwise also returns
-non-primary duplicates). Pages are `{"BillingCurrency", "CustomerEntityId", "Items": [...],
-"NextPageLink", "Count"}`; `fetch` follows `NextPageLink` until it is null.
+All Azure GPU sizes are N-series (NC, ND, NG, NV), whose ARM names start with `Standard_N`; the
+filter also returns the N-series sizes without a GPU, NP (Xilinx FPGAs) and NM (AMD MA35D media
+accelerators), which parse excludes as `not_gpu_series`. `meterRegion='primary'` keeps one meter
+per region (the API otherwise also returns non-primary duplicates). Pages are `{"BillingCurrency",
+"CustomerEntityId", "Items": [...], "NextPageLink", "Count"}`; `fetch` follows `NextPageLink`
+until it is null.
 
 Quirks handled (each excluded row is counted by `exclusions(responses)`, never silently lost):
 - Windows meters (`productName` contains "Windows", or "Win" in abbreviated names such as
@@ -65,6 +67,11 @@ _REQUIRED_KEYS = (
     "productName",
     "type",
 )
+
+
+# N-series families that carry no GPU: NP = Xilinx Alveo FPGAs, NM = AMD MA35D media accelerators
+# (https://learn.microsoft.com/azure/virtual-machines/sizes/overview).
+_NON_GPU_SERIES = re.compile(r"^Standard_N[PM]\d", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +136,7 @@ def classify_item(item: Mapping[str, Any], currency: str = "USD") -> Offer | Exc
     meter, product = item["meterName"] or "", item["productName"] or ""
     if item["type"] != "Consumption":
         return Excluded("not_consumption", item["type"])
-    if not sku.startswith(GPU_SKU_PREFIX):
+    if not sku.startswith(GPU_SKU_PREFIX) or _NON_GPU_SERIES.match(sku):
         return Excluded("not_gpu_series", sku)
     if _WINDOWS.search(product):
         return Excluded("windows", sku)

@@ -28,12 +28,9 @@ SHARED_RAW = SHARED / "data" / "raw"
 
 
 def _is_loopback(address: object) -> bool:
-    if isinstance(address, tuple) and address:
-        host = address[0]
-    elif isinstance(address, str | bytes):  # AF_UNIX paths are local
-        return True
-    else:
-        return False
+    if not (isinstance(address, tuple) and address):
+        return isinstance(address, str | bytes)  # AF_UNIX paths are local
+    host = address[0]
     if host in ("localhost", ""):
         return True
     try:

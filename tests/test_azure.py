@@ -210,10 +210,12 @@ def test_northeurope_capture(shared_raw: Path) -> None:
     # Low Priority is excluded, never presented as Spot: its 0.882 is nowhere among the offers.
     assert all(o.price_per_hour != 0.882 for o in offers)
     counts = {t: sum(o.pricing_type == t for o in offers) for t in ("on_demand", "spot")}
-    assert counts == {"on_demand": 63, "spot": 56}
+    assert counts == {"on_demand": 62, "spot": 55}
     excluded = azure.exclusions(responses)
-    assert excluded["low_priority"] == 29  # Linux N-series Low Priority meters
-    assert excluded["windows"] == 148
+    # NM16ads_MA35D is an N-series size with a media accelerator, not a GPU
+    assert not any(o.instance_type.startswith(("Standard_NM", "Standard_NP")) for o in offers)
+    assert excluded["low_priority"] == 28  # Linux GPU Low Priority meters (+1 NM, excluded as non-GPU)
+    assert excluded["windows"] == 145  # +3 NM Windows meters, excluded as non-GPU first
     assert excluded["dedicated_host"] == 1
     assert "duplicate_meter" not in excluded
 
