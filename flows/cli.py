@@ -10,6 +10,8 @@ gpucost memory / estimate           fine-tuning memory and cost (flows/cli_finet
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Annotated
@@ -29,8 +31,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err = Console(stderr=True)
+# Piped output (files, CI logs) gets wide tables rather than folded 80-column cells.
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
+console = Console(width=_WIDTH)
+err = Console(stderr=True, width=_WIDTH)
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -157,7 +161,6 @@ def sql(
         con.close()
     if csv:
         import csv as csv_module
-        import sys
 
         writer = csv_module.writer(sys.stdout)
         writer.writerow(columns)
