@@ -296,6 +296,19 @@ def _frozen_weight_bytes(model: ModelSpec, job: Job) -> float:
     return NF4_DQ_BYTES_PER_PARAM * quantized + 2.0 * (model.params - quantized) + dequant_buffer
 
 
+def _largest_unit_frozen_bytes(model: ModelSpec, job: Job) -> float:
+    """Bytes of the largest FSDP unit of a frozen base in its storage dtype.
+
+    The embedding stays bf16 under QLoRA while a decoder layer's linears are NF4, so the unit's own
+    dtype counts, not the model's average bytes per parameter (which falls as layers are added).
+    """
+    linears = _attention_params_per_layer(model) + _mlp_params_per_layer(model)
+    per_linear = NF4_DQ_BYTES_PER_PARAM if job.method == "qlora" else 2.0
+    layer_bytes = per_linear * linears + 2.0 * 2 * model.hidden_size
+    embedding_bytes = 2.0 * model.vocab_size * model.hidden_size
+    return max(layer_bytes, embedding_bytes)
+
+
 def _states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
     if job.method == "full":
         return model_states_bytes(
@@ -312,7 +325,7 @@ def _states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
     if job.sharding == "zero3":
         # frozen base is sharded; one gathered layer in its storage dtype is live at a time
         # FSDP prefetches the next unit while the current one computes: two units are live
-        gathered = 2 * frozen / model.params * largest_layer_params(model)
+        gathered = 2 * _largest_unit_frozen_bytes(model, job)
         frozen = gathered + (0.0 if job.offload else frozen / n)
     # adapters: fp32 under mixed precision (they are their own master copy), bf16 under pure bf16
     t = trainable_params(model, job)
