@@ -10,7 +10,6 @@ gpucost memory / estimate           fine-tuning memory and cost (flows/cli_finet
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -18,10 +17,10 @@ from typing import Annotated
 
 import duckdb
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from flows import cli_finetune
+from flows.output import console, err
 from warehouse.db import Settings, WarehouseError, connect
 from warehouse.export import FORMATS, write_feeds
 
@@ -31,10 +30,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# Piped output (files, CI logs) gets wide tables rather than folded 80-column cells.
-_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
-console = Console(width=_WIDTH)
-err = Console(stderr=True, width=_WIDTH)
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:

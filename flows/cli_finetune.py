@@ -24,9 +24,9 @@ from typing import Annotated, Any, get_args
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
+from flows.output import console, err
 from warehouse.db import Settings, WarehouseError, connect
 from warehouse.finetune import cost_frame, read_offers
 from warehouse.requirements import (
@@ -44,9 +44,6 @@ from warehouse.requirements import (
     model_from_hf_config,
     trainable_params,
 )
-
-console = Console()
-err = Console(stderr=True)
 
 
 def _choices(name: str, literal: object) -> Any:

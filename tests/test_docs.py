@@ -33,10 +33,12 @@ def test_every_setting_is_in_env_example_and_readme():
 
 
 def test_readme_documents_every_mart():
+    from warehouse.finetune import build_finetune_marts
+
     con = connect(":memory:")
     migrate(con)
     load_seeds(con)
-    build_marts(con)
+    build_marts(con, finetune=build_finetune_marts)
     marts = {
         r[0]
         for r in con.execute("select table_name from duckdb_tables() where schema_name = 'marts'").fetchall()

@@ -271,7 +271,9 @@ def test_gpu_offers_resolve_hardware_and_report_unmapped(con, tmp_path: Path):
 
 
 def test_feed_columns_exist_in_their_marts(con):
-    build_marts(con)
+    from warehouse.finetune import build_finetune_marts
+
+    build_marts(con, finetune=build_finetune_marts)
     for feed in FEEDS:
         columns = {c[0] for c in con.execute(f"describe {feed.relation}").fetchall()}
         assert set(feed.columns) <= columns, f"{feed.name}: {set(feed.columns) - columns}"

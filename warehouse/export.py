@@ -26,6 +26,7 @@ class Feed:
     relation: str
     columns: tuple[str, ...]
     order_by: tuple[str, ...]
+    where: str = "true"
 
     def filename(self, fmt: Format) -> str:
         return f"{self.name}.v{self.version}.{fmt}"
@@ -69,6 +70,36 @@ FEEDS: tuple[Feed, ...] = (
         columns=("provider", "gpu_name_raw", "gpu_memory_gb_raw", "offers"),
         order_by=("provider", "gpu_name_raw"),
     ),
+    Feed(
+        name="finetune_costs",
+        version=1,
+        relation="marts.finetune_costs",
+        columns=(
+            "job_id",
+            "model_id",
+            "method",
+            "train_tokens",
+            "provider",
+            "instance_type",
+            "region",
+            "zone",
+            "pricing_type",
+            "price_source",
+            "gpu_name",
+            "gpus_used",
+            "nodes_used",
+            "sharding",
+            "estimated_hours",
+            "billed_hours",
+            "on_demand_cost_usd",
+            "expected_spot_cost_usd",
+            "cost_usd",
+            "usd_per_million_tokens",
+        ),
+        order_by=("job_id", "cost_usd", "provider", "instance_type", "region", "pricing_type"),
+        # the feed is what a job can run on now; the mart also keeps why the rest cannot
+        where="fits and priced",
+    ),
 )
 
 
@@ -95,7 +126,9 @@ def write_feeds(
         if not _exists(con, feed.relation):
             continue
         columns = ", ".join(feed.columns)
-        query = f"select {columns} from {feed.relation} order by {', '.join(feed.order_by)}"
+        query = (
+            f"select {columns} from {feed.relation} where {feed.where} order by {', '.join(feed.order_by)}"
+        )
         rows = con.execute(f"select count(*) from ({query})").fetchall()[0][0]
         for fmt in formats:
             target = out_dir / feed.filename(fmt)
