@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
 import connectors
 from connectors import CONNECTORS
@@ -13,9 +14,8 @@ NOT_PROVIDERS = {"base", "http"}
 
 
 def provider_modules() -> set[str]:
-    return {
-        m.name for m in pkgutil.iter_modules(connectors.__path__) if m.name not in NOT_PROVIDERS and not m.ispkg
-    }
+    modules = pkgutil.iter_modules(connectors.__path__)
+    return {m.name for m in modules if m.name not in NOT_PROVIDERS and not m.ispkg}
 
 
 def test_every_provider_module_is_registered_and_nothing_else():
@@ -34,7 +34,7 @@ def test_each_connector_follows_the_contract():
 def test_connectors_import_neither_warehouse_nor_prefect():
     for name in provider_modules() | NOT_PROVIDERS:
         module = importlib.import_module(f"connectors.{name}")
-        source = open(module.__file__).read()  # noqa: PTH123
+        source = Path(module.__file__).read_text()
         assert "import warehouse" not in source and "from warehouse" not in source, name
         assert "prefect" not in source, name
 
@@ -44,5 +44,5 @@ def test_warehouse_never_imports_prefect():
 
     for info in pkgutil.iter_modules(warehouse.__path__):
         module = importlib.import_module(f"warehouse.{info.name}")
-        source = open(module.__file__).read()  # noqa: PTH123
+        source = Path(module.__file__).read_text()
         assert "import prefect" not in source and "from prefect" not in source, info.name
