@@ -10,17 +10,21 @@ What it does, in one run:
    section; Jackson-style pretty printing (`"key" : value`) as AWS serves it; ~100 products per
    instance type and region (OS x pre-installed software x tenancy x capacity status), ~5% of
    instance types GPU, Capacity Block products and a few $0 preview rows as traps. The same data is
-   also written as the Price List CSV (`index.csv` layout), because that is the only input gpuhunt's
-   AWS parser reads. Files are reused when already there (delete --workdir to regenerate).
-2. Serves the JSON file from `http.server` on 127.0.0.1 in a thread, with ETag / If-None-Match.
+   also written as the Price List CSV (`index.csv`: five preamble rows, AWS's 2025 header of 97
+   columns, one row per sku x term x rate, the same prices). Files are reused when already there
+   (delete --workdir to regenerate).
+2. Serves both from `http.server` on 127.0.0.1 in a thread, with ETag / If-None-Match.
 3. Measures each contender in its own subprocess, so that peak RSS (ru_maxrss of the child) is
    that contender's alone:
-   a. our connector: `aws.fetch` (region index + offer file through `make_client`, spooled to
-      disk) + `aws.parse`, end to end;
-   b. DuckDB `read_json` on the same local file, extracting the same GPU on-demand prices;
-   c. gpuhunt's AWS CSV parser (`AWSProvider.get` minus its boto3 calls) on the CSV twin;
-   d. our connector again with `previous` from (a): bytes transferred and offers parsed must be 0.
-4. Prints a table: MB/s (of the JSON offer file's size), ratio to DuckDB, peak RSS.
+   a. our connector end to end: `aws.fetch` (region index + the CSV offer file through
+      `make_client`, spooled to disk) + `aws.parse`;
+   b. `aws.parse` alone on the local CSV; c. `aws.parse` alone on the local JSON (the previous path);
+   d. DuckDB `read_csv` on the CSV and `read_json` on the JSON, extracting the same GPU on-demand
+      prices;
+   e. gpuhunt's AWS CSV parser (`AWSProvider.get` minus its boto3 calls) on the same CSV;
+   f. our connector again with `previous` from (a): bytes transferred and offers parsed must be 0.
+4. Prints a table: input MB, seconds, MB/s, speed against DuckDB on the same format and against
+   gpuhunt (their seconds / ours, for the same prices out of the same price list), peak RSS, offers.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 VERSION = "20261129000000"
 PUBLICATION_DATE = "2026-11-29T00:00:00Z"
 OFFER_PATH = f"/offers/v1.0/aws/AmazonEC2/{VERSION}/us-east-1/index.json"
+OFFER_CSV_PATH = OFFER_PATH.removesuffix(".json") + ".csv"
 INDEX_PATH = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
 
 # --- generating the offer file ---------------------------------------------------------------------
@@ -184,15 +189,30 @@ RESERVED_TERM_TMPL = """      "{sku}.{term}" : {{
         }}
       }}"""
 
+# The EC2 Price List CSV header as AWS published it in 2025 (row 6 of index.csv, after the five
+# preamble rows); the twin writes every column, mostly empty, as AWS does.
 CSV_COLUMNS = [
     "SKU", "OfferTermCode", "RateCode", "TermType", "PriceDescription", "EffectiveDate",
     "StartingRange", "EndingRange", "Unit", "PricePerUnit", "Currency", "RelatedTo",
     "LeaseContractLength", "PurchaseOption", "OfferingClass", "Product Family", "serviceCode",
     "Location", "Location Type", "Instance Type", "Current Generation", "Instance Family", "vCPU",
     "Physical Processor", "Clock Speed", "Memory", "Storage", "Network Performance",
-    "Processor Architecture", "Tenancy", "Operating System", "License Model", "usageType",
-    "operation", "CapacityStatus", "GPU", "GPU Memory", "MarketOption", "Pre Installed S/W",
-    "Region Code", "serviceName",
+    "Processor Architecture", "Storage Media", "Volume Type", "Max Volume Size", "Max IOPS/volume",
+    "Max IOPS Burst Performance", "Max throughput/volume", "Provisioned", "Tenancy", "EBS Optimized",
+    "Operating System", "License Model", "Group", "Group Description", "Transfer Type",
+    "From Location", "From Location Type", "To Location", "To Location Type", "usageType",
+    "operation", "AvailabilityZone", "CapacityStatus", "ClassicNetworkingSupport",
+    "Dedicated EBS Throughput", "ECU", "Elastic Graphics Type", "Enhanced Networking Supported",
+    "From Region Code", "GPU", "GPU Memory", "Instance", "Instance Capacity - 10xlarge",
+    "Instance Capacity - 12xlarge", "Instance Capacity - 16xlarge", "Instance Capacity - 18xlarge",
+    "Instance Capacity - 24xlarge", "Instance Capacity - 2xlarge", "Instance Capacity - 32xlarge",
+    "Instance Capacity - 4xlarge", "Instance Capacity - 8xlarge", "Instance Capacity - 9xlarge",
+    "Instance Capacity - large", "Instance Capacity - medium", "Instance Capacity - metal",
+    "Instance Capacity - xlarge", "instanceSKU", "Intel AVX2 Available", "Intel AVX Available",
+    "Intel Turbo Available", "MarketOption", "Normalization Size Factor", "Physical Cores",
+    "Pre Installed S/W", "Processor Features", "Product Type", "Region Code", "Resource Type",
+    "serviceName", "SnapshotArchiveFeeType", "To Region Code", "Volume API Name",
+    "VPCNetworkingSupport",
 ]  # fmt: skip
 
 
@@ -294,24 +314,77 @@ def _reserved_json(p: Product) -> str:
     return f'    "{p.sku}" : {{\n' + ",\n".join(terms) + "\n    }"
 
 
-def _csv_row(p: Product, term_type: str, term: str, rate: str, unit: str, price: float, extra=()) -> str:
+def _csv_row(
+    p: Product,
+    term_type: str,
+    term: str,
+    rate: str,
+    unit: str,
+    price: float,
+    description: str,
+    lease: tuple[str, str, str] = ("", "", ""),
+) -> str:
+    """One CSV row (one sku x term x rate), in the header's order; empty fields unquoted, as AWS."""
     location, prefix = REGIONS[p.region]
-    values = [
-        p.sku, term, f"{p.sku}.{term}.{rate}", term_type, f"{p.os} {p.itype}", "2026-11-01",
-        "0", "Inf", unit, f"{price:.10f}", "USD", "", *(extra or ("", "", "")), "Compute Instance",
-        "AmazonEC2", location, "AWS Region", p.itype, "Yes", "GPU instance" if p.gpu else "General purpose",
-        str(p.vcpu), "Intel Xeon Platinum 8275L", "3 GHz", f"{p.memory} GiB", "EBS only", p.network,
-        "64-bit", p.tenancy, p.os, "No License required", f"{prefix}-BoxUsage:{p.itype}",
-        "RunInstances:CB" if p.market == "CapacityBlock" else "RunInstances", p.capacity, p.gpu,
-        p.gpu_memory, p.market, p.sw, p.region, "Amazon Elastic Compute Cloud",
-    ]  # fmt: skip
-    return ",".join(f'"{v}"' if v != "" else "" for v in values) + "\n"
+    values = {
+        "SKU": p.sku, "OfferTermCode": term, "RateCode": f"{p.sku}.{term}.{rate}",
+        "TermType": term_type, "PriceDescription": description, "EffectiveDate": "2026-11-01",
+        "StartingRange": "0" if unit == "Hrs" else "", "EndingRange": "Inf" if unit == "Hrs" else "",
+        "Unit": unit, "PricePerUnit": f"{price:.10f}", "Currency": "USD",
+        "LeaseContractLength": lease[0], "PurchaseOption": lease[1], "OfferingClass": lease[2],
+        "Product Family": "Compute Instance", "serviceCode": "AmazonEC2", "Location": location,
+        "Location Type": "AWS Region", "Instance Type": p.itype, "Current Generation": "Yes",
+        "Instance Family": "GPU instance" if p.gpu else "General purpose", "vCPU": str(p.vcpu),
+        "Physical Processor": "Intel Xeon Platinum 8275L", "Clock Speed": "3 GHz",
+        "Memory": f"{p.memory} GiB", "Storage": "EBS only", "Network Performance": p.network,
+        "Processor Architecture": "64-bit", "Tenancy": p.tenancy, "Operating System": p.os,
+        "License Model": "No License required", "usageType": f"{prefix}-BoxUsage:{p.itype}",
+        "operation": "RunInstances:CB" if p.market == "CapacityBlock" else "RunInstances",
+        "AvailabilityZone": "NA", "CapacityStatus": p.capacity, "ClassicNetworkingSupport": "false",
+        "Dedicated EBS Throughput": "19000 Mbps", "ECU": "345", "Enhanced Networking Supported": "No",
+        "GPU": p.gpu, "GPU Memory": p.gpu_memory, "Intel AVX2 Available": "Yes",
+        "Intel AVX Available": "Yes", "Intel Turbo Available": "Yes", "MarketOption": p.market,
+        "Normalization Size Factor": "192", "Pre Installed S/W": p.sw,
+        "Processor Features": "Intel AVX; Intel AVX2; Intel AVX512; Intel Turbo",
+        "Region Code": p.region, "serviceName": "Amazon Elastic Compute Cloud",
+        "VPCNetworkingSupport": "true",
+    }  # fmt: skip
+    return ",".join(f'"{values[c]}"' if values.get(c) else "" for c in CSV_COLUMNS) + "\n"
+
+
+def _csv_rows(p: Product) -> Iterator[str]:
+    """The same prices as the JSON's terms: one on-demand row, then the reserved rows (if any)."""
+    what = "Capacity Block" if p.market == "CapacityBlock" else "On Demand"
+    yield _csv_row(p, "OnDemand", "JRTCKXETXF", "6YS6EN2CT7", "Hrs", p.price,
+                   f"${p.price:.4f} per {what} {p.os} {p.itype} Instance Hour")  # fmt: skip
+    if not p.reserved:
+        return
+    for code, length, cls, option in _RESERVED_TERMS:
+        years = 1 if length == "1yr" else 3
+        hourly = p.price * (0.6 if years == 1 else 0.4)
+        lease = (length, option, cls)
+        if option != "All Upfront":
+            rate = hourly if option == "No Upfront" else hourly / 2
+            yield _csv_row(p, "Reserved", code, "6YS6EN2CT7", "Hrs", rate,
+                           f"{p.os} (Amazon VPC), {p.itype} reserved instance applied", lease)  # fmt: skip
+        if option != "No Upfront":
+            upfront = hourly * 8760 * years * (1 if option == "All Upfront" else 0.5)
+            yield _csv_row(
+                p, "Reserved", code, "2TG2D8R56U", "Quantity", round(upfront), "Upfront Fee", lease
+            )
 
 
 def generate(workdir: Path, size_bytes: int) -> tuple[Path, Path]:
     """Write offer.json (and its CSV twin offer.csv) of about size_bytes; reuse them if present."""
     json_path, csv_path = workdir / "offer.json", workdir / "offer.csv"
-    if json_path.exists() and csv_path.exists() and json_path.stat().st_size >= size_bytes:
+    # The byte estimate is rough (1 GiB asked, ~1.0 GB written): reuse by the size asked, recorded.
+    made_for = workdir / "generated-for-bytes"
+    if (
+        json_path.exists()
+        and csv_path.exists()
+        and made_for.exists()
+        and made_for.read_text() == str(size_bytes)
+    ):
         return json_path, csv_path
     workdir.mkdir(parents=True, exist_ok=True)
     products = list(_products(int(size_bytes * 1.05)))  # the byte estimate per product is rough
@@ -333,14 +406,8 @@ def generate(workdir: Path, size_bytes: int) -> tuple[Path, Path]:
                   f'"{PUBLICATION_DATE}"\n"Version","{VERSION}"\n"OfferCode","AmazonEC2"\n')  # fmt: skip
         out.write(",".join(f'"{c}"' for c in CSV_COLUMNS) + "\n")
         for p in products:
-            out.write(_csv_row(p, "OnDemand", "JRTCKXETXF", "6YS6EN2CT7", "Hrs", p.price))
-            if p.reserved:
-                for code, length, cls, option in _RESERVED_TERMS:
-                    out.write(
-                        _csv_row(
-                            p, "Reserved", code, "6YS6EN2CT7", "Hrs", p.price * 0.5, (length, option, cls)
-                        )
-                    )
+            out.writelines(_csv_rows(p))
+    made_for.write_text(str(size_bytes))
     return json_path, csv_path
 
 
@@ -367,7 +434,7 @@ def serve(routes: dict[str, Path]) -> tuple[ThreadingHTTPServer, int]:
                 self.end_headers()
                 return
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/csv" if path.suffix == ".csv" else "application/json")
             self.send_header("Content-Length", str(stat.st_size))
             self.send_header("ETag", etag)
             self.end_headers()
@@ -411,7 +478,7 @@ def child_connector(port: int, previous_path: Path | None, spool: Path) -> dict:
     fetched = time.perf_counter()
     items = list(aws.parse(responses))
     seconds = time.perf_counter() - start
-    offer_bytes = sum(r.size_bytes for r in responses if "/index.json" in r.url)
+    offer_bytes = sum(r.size_bytes for r in responses if "/index." in r.url)
     result = {
         "seconds": seconds,
         "fetch_seconds": fetched - start,
@@ -428,15 +495,15 @@ def child_connector(port: int, previous_path: Path | None, spool: Path) -> dict:
     return result
 
 
-def child_parse(json_path: Path) -> dict:
+def child_parse(path: Path) -> dict:
     from datetime import UTC, datetime
 
     from connectors import aws
     from connectors.base import Offer, RawResponse
 
     response = RawResponse(
-        url=aws.PRICING_HOST + OFFER_PATH, method="GET", status=200, fetched_at=datetime.now(UTC),
-        body_path=json_path,
+        url=aws.PRICING_HOST + (OFFER_CSV_PATH if path.suffix == ".csv" else OFFER_PATH), method="GET",
+        status=200, fetched_at=datetime.now(UTC), body_path=path,
     )  # fmt: skip
     start = time.perf_counter()
     offers = [i for i in aws.parse([response]) if isinstance(i, Offer)]
@@ -476,6 +543,30 @@ def child_duckdb(json_path: Path) -> dict:
         select kept.a['instanceType'], kept.a['regionCode'], cast(d."pricePerUnit"['USD'] as double)
         from kept join dims using (sku)
         where d.unit = 'Hrs' and cast(d."pricePerUnit"['USD'] as double) > 0
+    """
+    start = time.perf_counter()
+    rows = duckdb.connect().execute(query).fetchall()
+    return {
+        "seconds": time.perf_counter() - start,
+        "on_demand_offers": len(rows),
+        "peak_rss_mb": _peak_rss_mb(),
+    }
+
+
+def child_duckdb_csv(csv_path: Path) -> dict:
+    import duckdb
+
+    # The header is row 6, after the five preamble rows; every column read as text, as AWS wrote it.
+    query = f"""
+        select "Instance Type", "Region Code", cast("PricePerUnit" as double)
+        from read_csv('{csv_path}', skip = 5, header = true, all_varchar = true, delim = ',',
+                      quote = '"', escape = '"')
+        where "TermType" = 'OnDemand' and "Unit" = 'Hrs' and "LeaseContractLength" is null
+          and "Operating System" = 'Linux' and "Tenancy" = 'Shared' and "Pre Installed S/W" = 'NA'
+          and "CapacityStatus" = 'Used' and "License Model" = 'No License required'
+          and "MarketOption" = 'OnDemand'
+          and split_part("Instance Type", '.', 1) in ({GPU_FAMILY_SQL})
+          and cast("PricePerUnit" as double) > 0
     """
     start = time.perf_counter()
     rows = duckdb.connect().execute(query).fetchall()
@@ -549,6 +640,8 @@ def main() -> None:
             out = child_parse(Path(rest[0]))
         elif kind == "duckdb":
             out = child_duckdb(Path(rest[0]))
+        elif kind == "duckdb-csv":
+            out = child_duckdb_csv(Path(rest[0]))
         else:
             out = child_gpuhunt(Path(rest[0]))
         print(json.dumps(out))
@@ -575,6 +668,7 @@ def main() -> None:
     server, port = serve({
         INDEX_PATH: index_path,
         OFFER_PATH: json_path,
+        OFFER_CSV_PATH: csv_path,
         "/spot.js": fixtures / "spot-js__2026-11-29.js",
         "/spot-advisor-data.json": fixtures / "spot-advisor-data__2026-11-29.json",
     })  # fmt: skip
@@ -585,29 +679,37 @@ def main() -> None:
         second = _run_child(workdir, "connector", str(port), str(prev_path))
     finally:
         server.shutdown()
-    parse_only = _run_child(workdir, "parse", str(json_path))
-    duck = _run_child(workdir, "duckdb", str(json_path))
+    csv_parse = _run_child(workdir, "parse", str(csv_path))
+    json_parse = _run_child(workdir, "parse", str(json_path))
+    duck_csv = _run_child(workdir, "duckdb-csv", str(csv_path))
+    duck_json = _run_child(workdir, "duckdb", str(json_path))
     hunt = _run_child(workdir, "gpuhunt", str(csv_path))
+    csv_mb, json_mb = csv_path.stat().st_size / 1e6, size_mb
 
-    def row(label: str, result: dict, input_mb: float) -> str:
+    def row(label: str, result: dict, fmt: str, duck: dict) -> str:
         if "error" in result:
-            return f"| {label} | error: {result['error']} |"
+            return f"| {label} | {fmt} | error: {result['error']} |"
         secs = result["seconds"]
-        ratio = duck.get("seconds", float("nan")) / secs
+        input_mb = csv_mb if fmt == "CSV" else json_mb
+        vs_duck = duck.get("seconds", float("nan")) / secs
+        vs_hunt = hunt.get("seconds", float("nan")) / secs
         return (
-            f"| {label} | {input_mb:,.0f} | {secs:.1f} | {input_mb / secs:,.0f} | {size_mb / secs:,.0f} | "
-            f"{ratio:.2f} | {result['peak_rss_mb']:,.0f} | {result.get('on_demand_offers')} |"
+            f"| {label} | {fmt} | {input_mb:,.0f} | {secs:.1f} | {input_mb / secs:,.0f} | {vs_duck:.2f} | "
+            f"{vs_hunt:.2f} | {result['peak_rss_mb']:,.0f} | {result.get('on_demand_offers')} |"
         )
 
     print()
-    print("| contender | input MB | seconds | MB/s of input | MB/s of the JSON offer data | "
-          "speed vs DuckDB | peak RSS MB | GPU on-demand offers |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
-    print(row("gpucost aws connector (fetch over loopback HTTP + parse)", first, size_mb))
-    print(row("gpucost aws.parse alone, same file, local", parse_only, size_mb))
-    print(row("DuckDB read_json, same file, local (ceiling)", duck, size_mb))
-    print(row("gpuhunt AWS parser on the CSV twin, local", hunt, csv_path.stat().st_size / 1e6))
+    print("| contender | input | input MB | seconds | MB/s | speed vs DuckDB, same format | "
+          "speed vs gpuhunt | peak RSS MB | GPU on-demand offers |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(row("gpucost aws connector (fetch over loopback HTTP + parse)", first, "CSV", duck_csv))
+    print(row("gpucost aws.parse alone, local", csv_parse, "CSV", duck_csv))
+    print(row("gpucost aws.parse alone, local (the previous path)", json_parse, "JSON", duck_json))
+    print(row("DuckDB read_csv, local", duck_csv, "CSV", duck_csv))
+    print(row("DuckDB read_json, local", duck_json, "JSON", duck_json))
+    print(row("gpuhunt AWS parser, local", hunt, "CSV", duck_csv))
     print()
+    print("speed vs X = X's seconds / this row's seconds, for the same prices out of the same price list")
     if "error" not in first:
         print(f"first run: fetch {first['fetch_seconds']:.1f} s of {first['seconds']:.1f} s; "
               f"{first['spot_offers']} spot offers from the fixture spot.js")  # fmt: skip
@@ -616,6 +718,7 @@ def main() -> None:
               f"on-demand offers {second['on_demand_offers']}, total bytes {second['bytes_total']:,} "
               f"(index + revalidated spot.js + advisor), {second['seconds']:.2f} s, "
               f"unchanged scopes {second['unchanged']}")  # fmt: skip
+    print(f"benchmark total {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,22 @@ Sources (all public, no credentials, no documented rate limit; all three sit beh
 - Region index: https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonEC2/current/region_index.json
   `{"regions": {code: {"regionCode", "currentVersionUrl"}}}`; `currentVersionUrl` is a path such as
   `/offers/v1.0/aws/AmazonEC2/20240528203522/us-east-1/index.json` that embeds the file's version.
-- Per-region offer files (hundreds of MB to GB each): `{"formatVersion", "offerCode", "version",
-  "publicationDate", "products": {sku: {sku, productFamily, attributes}}, "terms": {"OnDemand":
-  {sku: {term: {priceDimensions: {rate: {unit, pricePerUnit: {USD}}}}}}, "Reserved": ...}}`.
+- Per-region offer files (hundreds of MB to GB each), fetched as CSV: AWS publishes every offer file
+  also as CSV at the same path, `.../index.csv` beside `.../index.json`; the fetched URL is
+  `currentVersionUrl` with its trailing `index.json` replaced by `index.csv` (`csv_offer_url`). CSV
+  because it parses several times faster: one row per sku x term x rate, every non-empty field
+  quoted, so a plain Linux on-demand row is recognisable in the raw bytes (`"Linux"`, `"Shared"`,
+  `"Used"`, `"No License required"`, TermType `"OnDemand"` found by counting the commas before it)
+  and only those few rows are parsed as CSV. Layout: five `"Key","value"` preamble rows
+  (FormatVersion, Disclaimer, Publication Date, Version, OfferCode), then the header row (SKU,
+  OfferTermCode, RateCode, TermType, PriceDescription, ..., Unit, PricePerUnit, Currency, ...,
+  Instance Type, vCPU, Memory, Network Performance, Tenancy, Operating System, License Model,
+  operation, CapacityStatus, GPU, GPU Memory, MarketOption, Pre Installed S/W, Region Code, ...).
+  Columns are located by header name; a missing one is a LayoutChanged naming it.
+- The JSON offer file is still parsed (`parse` dispatches on the URL's `.json` / `.csv`): the real
+  captures are JSON. `{"formatVersion", "offerCode", "version", "publicationDate", "products":
+  {sku: {sku, productFamily, attributes}}, "terms": {"OnDemand": {sku: {term: {priceDimensions:
+  {rate: {unit, pricePerUnit: {USD}}}}}}, "Reserved": ...}}`. Both formats give the same offers.
 - Spot prices: https://website.spot.ec2.aws.a2z.com/spot.js, the JSONP feed behind AWS's spot
   pricing page (successor of spot-price.s3.amazonaws.com/spot.js): `callback({"config": {"regions":
   [{"region", "instanceTypes": [{"type", "sizes": [{"size", "valueColumns": [{"name": "linux",
@@ -26,19 +39,23 @@ Scope and quirks handled:
   plain on-demand rate. GPU families only (`GPU_FAMILIES`, plus any family whose `gpu` attribute is
   positive, except the non-GPU accelerators in `NON_GPU_ACCELERATOR_FAMILIES`: Trainium,
   Inferentia, FPGA, video transcoding).
-- Offer files are spooled to disk and parsed as streams in memory that does not grow with the file:
-  pass 1 keeps the few hundred GPU products out of `products`, pass 2 picks their rates out of
-  `terms.OnDemand`. Each pass stops at the end of its section (`_SectionReader`), so the Reserved
-  section, most of the file, is never tokenized.
+- Offer files are spooled to disk and parsed as streams in memory that does not grow with the file.
+  CSV: read in 8 MiB blocks cut at line ends, prefiltered with `bytes.find` (`candidate_lines`),
+  survivors parsed with `csv` and put through the same product rules as JSON. JSON: pass 1 keeps
+  the few hundred GPU products out of `products`, pass 2 picks their rates out of `terms.OnDemand`;
+  each pass stops at the end of its section (`_SectionReader`), so the Reserved section, most of
+  the file, is never tokenized.
 - A region whose offer-file URL (which embeds the version) was fetched by the last successful run is
-  not downloaded again; `parse` yields `Unchanged(region, on_demand)` for it. spot.js is fetched with
+  not downloaded again (a run after the switch to CSV fetches every region once: the kept URLs were
+  `.json`); `parse` yields `Unchanged(region, on_demand)` for it. spot.js is fetched with
   If-None-Match / If-Modified-Since when the last run kept validators; a 304 yields
   `Unchanged(spot)`. The region index and the advisor are small and always fetched: the index says
   which regions exist, and the advisor's bands belong with whichever spot prices are emitted.
 - Excluded, never published, counted by `exclusions(responses)`: Capacity Block products
   (`marketoption` CapacityBlock or operation `RunInstances:CB`; their bulk rows are $0 placeholders,
-  the real price is dynamic), on-demand rates of $0, negative, NaN or unreadable, and spot cells
-  that are not prices ("N/A*", "-1").
+  the real price is dynamic; from CSV only those passing the Linux/Shared/Used prefilter, which is
+  all AWS sells, and only products that have an OnDemand row), on-demand rates of $0, negative,
+  NaN or unreadable, and spot cells that are not prices ("N/A*", "-1").
 - Products of a Local Zone inside a region's file (`regionCode` us-west-2-lax-1 in us-west-2's file)
   are emitted with `region` = the file's region and `zone` = the Local Zone, so that a region's
   `Unchanged` scope covers them.
@@ -56,6 +73,7 @@ Scope and quirks handled:
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
@@ -109,9 +127,32 @@ SPOT_REGION_ALIASES = {
 LEGACY_SPOT_TYPES = {("clusterGPUI", "xxxxl"): "cg1.4xlarge"}
 NOT_A_PRICE = frozenset({"N/A", "N/A*", ""})
 
-_OFFER_PATH = re.compile(r"/offers/v1\.0/aws/AmazonEC2/(?P<version>[^/]+)/(?P<region>[^/]+)/index\.json$")
+_OFFER_PATH = re.compile(
+    r"/offers/v1\.0/aws/AmazonEC2/(?P<version>[^/]+)/(?P<region>[^/]+)/index\.(?P<format>json|csv)$"
+)
 _REGION_CODE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 _CHUNK = 1024 * 1024
+# CSV offer files are scanned in blocks this large: big enough that the per-block Python work
+# vanishes, small enough to keep memory flat.
+_CSV_BLOCK = 8 * 1024 * 1024
+# CSV column -> the JSON attribute name that the product rules (`product_exclusion`) read.
+CSV_ATTRIBUTES = {
+    "Instance Type": "instanceType",
+    "GPU": "gpu",
+    "GPU Memory": "gpuMemory",
+    "vCPU": "vcpu",
+    "Memory": "memory",
+    "Network Performance": "networkPerformance",
+    "Operating System": "operatingSystem",
+    "Tenancy": "tenancy",
+    "Pre Installed S/W": "preInstalledSw",
+    "CapacityStatus": "capacitystatus",
+    "License Model": "licenseModel",
+    "MarketOption": "marketoption",
+    "operation": "operation",
+    "Region Code": "regionCode",
+}
+CSV_TERM_COLUMNS = ("SKU", "TermType", "LeaseContractLength", "Unit", "PricePerUnit", "Currency")
 # A section is over once this many chunks pass without one of its items ending. Products and
 # on-demand terms are a few KB each, so a run of 8 MiB without one is past the section's end.
 _IDLE_CHUNKS = 8
@@ -158,7 +199,7 @@ def is_commercial_region(code: str) -> bool:
 
 
 def commercial_offer_urls(region_index: Any) -> list[tuple[str, str]]:
-    """(region code, absolute offer-file URL) for every commercial region, sorted by region."""
+    """(region code, absolute CSV offer-file URL) for every commercial region, sorted by region."""
     regions = region_index.get("regions") if isinstance(region_index, dict) else None
     if not isinstance(regions, dict) or not regions:
         raise LayoutChanged(
@@ -170,8 +211,18 @@ def commercial_offer_urls(region_index: Any) -> list[tuple[str, str]]:
         if not path:
             raise LayoutChanged(f"region_index.json: region {code!r} has no `currentVersionUrl`")
         if is_commercial_region(code):
-            urls.append((code, path if path.startswith("http") else PRICING_HOST + path))
+            urls.append((code, csv_offer_url(path if path.startswith("http") else PRICING_HOST + path)))
     return urls
+
+
+def csv_offer_url(json_url: str) -> str:
+    """The CSV twin AWS publishes beside every offer file: `.../index.json` -> `.../index.csv`."""
+    if not json_url.endswith("/index.json"):
+        raise LayoutChanged(
+            f"region_index.json: currentVersionUrl {json_url!r} does not end in /index.json; "
+            "cannot derive the CSV offer file's URL from it"
+        )
+    return json_url.removesuffix(".json") + ".csv"
 
 
 # --- parse ------------------------------------------------------------------------------------------
@@ -205,8 +256,9 @@ def _parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | _Ex
                 yield Unchanged({"region": region, "pricing_type": "on_demand"})
     for response in offer_files:
         if response.status == 200:
+            scan = scan_offer_csv if response.url.endswith(".csv") else scan_offer_file
             with response.open() as fh:
-                yield from scan_offer_file(fh, source=response.url)
+                yield from scan(fh, source=response.url)
 
     advisor = next((r for r in responses if _kind(r.url) == "advisor" and r.status == 200), None)
     bands = parse_advisor(advisor.json()) if advisor is not None else SpotAdvisor({}, {})
@@ -412,6 +464,16 @@ def scan_offer_file(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Off
             f"{source}: `terms.OnDemand` has none of the {len(kept)} GPU products' skus; "
             "has the offer file's terms layout changed?"
         )
+    yield from _priced_offers(kept, rates, header, file_region)
+
+
+def _priced_offers(
+    kept: Mapping[str, Mapping[str, str]],
+    rates: Mapping[str, tuple[str, str] | None],
+    header: OfferFileHeader,
+    file_region: str | None,
+) -> Iterator[Offer | _Excluded]:
+    """An offer per kept product with a valid hourly rate; the rest counted as exclusions."""
     for sku, attributes in kept.items():
         rate = rates.get(sku)
         if rate is None:
@@ -422,6 +484,176 @@ def scan_offer_file(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Off
             yield _Excluded("zero_price" if _is_zero(rate[0]) else "invalid_price")
             continue
         yield _offer_from_product(sku, attributes, price, rate[1], header, file_region)
+
+
+# --- CSV offer files --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CsvLayout:
+    """Where the columns the parser reads sit in one CSV offer file's header row."""
+
+    width: int
+    attributes: tuple[tuple[str, int], ...]  # (JSON attribute name, column index)
+    sku: int
+    term_type: int
+    lease: int
+    unit: int
+    price: int
+    currency: int
+
+
+def csv_layout(header: Sequence[str], *, source: str = "offer file") -> CsvLayout:
+    """Locate the columns by name; LayoutChanged naming every one that is missing."""
+    index = {column: i for i, column in enumerate(header)}
+    missing = [c for c in (*CSV_TERM_COLUMNS, *CSV_ATTRIBUTES) if c not in index]
+    if missing:
+        raise LayoutChanged(
+            f"{source}: CSV header lacks column(s) {', '.join(map(repr, missing))}; "
+            "has AWS renamed Price List CSV columns? Update CSV_ATTRIBUTES / CSV_TERM_COLUMNS."
+        )
+    sku, term_type, lease, unit, price, currency = (index[c] for c in CSV_TERM_COLUMNS)
+    attributes = tuple((key, index[column]) for column, key in CSV_ATTRIBUTES.items())
+    return CsvLayout(len(header), attributes, sku, term_type, lease, unit, price, currency)
+
+
+def read_csv_preamble(fh: BinaryIO, *, source: str = "offer file") -> tuple[OfferFileHeader, list[str]]:
+    """The five `"Key","value"` rows (FormatVersion ... OfferCode), then the header row."""
+    values: dict[str, str] = {}
+    for _ in range(8):  # five preamble rows today; a little slack for one more
+        line = fh.readline()
+        row = next(csv.reader([line.decode("utf-8", "replace")]), [])
+        if row and row[0] == "SKU":
+            if not line.startswith(b'"'):
+                # The prefilter matches quoted values ('"Linux"'); unquoted rows would all miss.
+                raise LayoutChanged(
+                    f"{source}: the CSV header is not quoted; has AWS changed its CSV quoting?"
+                )
+            header = OfferFileHeader(
+                values.get("OfferCode"), values.get("Version"), values.get("Publication Date"), True
+            )
+            return header, row
+        if len(row) >= 2:
+            values[row[0]] = row[1]
+    raise LayoutChanged(
+        f'{source}: no header row starting with "SKU" after the preamble; '
+        "is this an AWS Price List CSV offer file?"
+    )
+
+
+# What a plain Linux on-demand row contains, quoted: AWS quotes every non-empty field, so these
+# whole-field values can be looked for in the raw bytes before any CSV parsing. The anchor is the
+# rarest of them (one row in three to eight); the others are checked on the anchor's line only.
+_CSV_ANCHOR = f'"{PLAIN_LINUX["operatingSystem"]}"'.encode()
+_CSV_NEEDLES = tuple(
+    f'"{PLAIN_LINUX[key]}"'.encode() for key in ("tenancy", "capacitystatus", "licenseModel")
+)
+_CSV_ON_DEMAND = b'"OnDemand"'
+# Columns that never hold a comma or a quote (AWS codes); when only these precede TermType, its
+# field is found by counting commas, which rejects the Reserved rows of a product before parsing.
+_CSV_CODE_COLUMNS = frozenset({"SKU", "OfferTermCode", "RateCode"})
+
+
+def term_type_field(header: Sequence[str]) -> int | None:
+    """TermType's index when every column before it is a code column; else None (not positional)."""
+    index = header.index("TermType")
+    return index if set(header[:index]) <= _CSV_CODE_COLUMNS else None
+
+
+def candidate_lines(block: bytes, end: int, term_type: int | None) -> Iterator[bytes]:
+    """The lines of `block[:end]` that may be plain Linux on-demand rows (a superset), unparsed.
+
+    `block[:end]` holds whole lines. `bytes.find` does the scanning at memory speed; Python runs
+    once per line holding the anchor, and only a few percent of lines survive to be parsed as CSV.
+    """
+    find = block.find
+    pos = find(_CSV_ANCHOR, 0, end)
+    while pos >= 0:
+        start = block.rfind(b"\n", 0, pos) + 1
+        stop = find(b"\n", pos, end)
+        stop = end if stop < 0 else stop
+        if _has_all(block, start, stop) and _is_on_demand(block, start, stop, term_type):
+            yield block[start:stop]
+        pos = find(_CSV_ANCHOR, stop, end)
+
+
+def _has_all(block: bytes, start: int, stop: int) -> bool:
+    # A plain loop: `all(<generator>)` costs a generator per line, a third of this function's time.
+    for needle in _CSV_NEEDLES:  # noqa: SIM110
+        if block.find(needle, start, stop) < 0:
+            return False
+    return True
+
+
+def _is_on_demand(block: bytes, start: int, stop: int, term_type: int | None) -> bool:
+    if term_type is None:
+        return block.find(_CSV_ON_DEMAND, start, stop) >= 0
+    comma = start - 1
+    for _ in range(term_type):
+        comma = block.find(b",", comma + 1, stop)
+        if comma < 0:
+            return False
+    return block.startswith(_CSV_ON_DEMAND, comma + 1)
+
+
+def scan_csv_blocks(fh: BinaryIO, term_type: int | None, block_size: int = _CSV_BLOCK) -> Iterator[bytes]:
+    """`candidate_lines` over the rest of the file, read in large blocks cut at line ends."""
+    tail = b""
+    while chunk := fh.read(block_size):
+        block = tail + chunk if tail else chunk
+        cut = block.rfind(b"\n") + 1
+        tail = block[cut:]
+        if cut:
+            yield from candidate_lines(block, cut, term_type)
+    if tail:
+        yield from candidate_lines(tail, len(tail), term_type)
+
+
+def scan_offer_csv(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Offer | _Excluded]:
+    """Stream one CSV offer file: prefilter raw lines, parse the survivors, apply the JSON rules."""
+    match = _OFFER_PATH.search(urlsplit(source).path)
+    file_region = match.group("region") if match else None
+    header, columns = read_csv_preamble(fh, source=source)
+    layout = csv_layout(columns, source=source)
+    kept: dict[str, Mapping[str, str]] = {}
+    rates: dict[str, tuple[str, str] | None] = {}
+    capacity_blocks: set[str] = set()
+    candidates = scan_csv_blocks(fh, term_type_field(columns))
+    lines = (line.decode("utf-8", "replace").rstrip("\r") for line in candidates)
+    for row in csv.reader(lines):
+        if len(row) != layout.width:
+            raise LayoutChanged(
+                f"{source}: a row has {len(row)} fields, the header {layout.width}; "
+                "truncated download, or a quoted line break the line prefilter cannot follow?"
+            )
+        sku = row[layout.sku]
+        # Empty CSV fields are attributes the JSON file leaves out: keep them out here too.
+        attributes = {key: row[i] for key, i in layout.attributes if row[i]}
+        reason = product_exclusion(attributes)
+        if reason == "capacity_block":
+            capacity_blocks.add(sku)
+        if reason is not None:
+            continue
+        kept.setdefault(sku, attributes)
+        # One row per sku x term x rate; the plain hourly rate has no lease (as `hourly_rate`).
+        if (
+            row[layout.term_type] != "OnDemand"
+            or row[layout.lease]
+            or row[layout.unit] not in ("Hrs", "Hours")
+        ):
+            continue
+        rate = (row[layout.price], row[layout.currency])
+        known = rates.get(sku)
+        if known is None or (rate[1] == "USD" and known[1] != "USD"):
+            rates[sku] = rate
+    for _ in capacity_blocks:  # those that passed the prefilter: AWS sells Capacity Blocks for Linux
+        yield _Excluded("capacity_block")
+    if kept and not rates:
+        raise LayoutChanged(
+            f"{source}: none of the {len(kept)} GPU products has an OnDemand hourly row "
+            "(TermType OnDemand, Unit Hrs); has the CSV layout changed?"
+        )
+    yield from _priced_offers(kept, rates, header, file_region)
 
 
 def _is_zero(text: str) -> bool:

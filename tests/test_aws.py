@@ -19,8 +19,10 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "aws"
 REPLAY = REPO / "tests" / "replay"
 OFFER_BASE = "https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonEC2"
-US_EAST_1_URL = f"{OFFER_BASE}/20261127183045/us-east-1/index.json"
-EU_WEST_1_URL = f"{OFFER_BASE}/20261126091512/eu-west-1/index.json"
+US_EAST_1_URL = f"{OFFER_BASE}/20261127183045/us-east-1/index.csv"
+EU_WEST_1_URL = f"{OFFER_BASE}/20261126091512/eu-west-1/index.csv"
+US_EAST_1_JSON_URL = US_EAST_1_URL.removesuffix(".csv") + ".json"
+EU_WEST_1_JSON_URL = EU_WEST_1_URL.removesuffix(".csv") + ".json"
 
 
 def _raw(url: str, path: Path | None = None, *, body: bytes = b"", status: int = 200) -> RawResponse:
@@ -361,8 +363,8 @@ def test_replay_second_run_with_previous_skips_offer_files() -> None:
 def _fixture_server(overrides=None, seen=None):
     bodies = {
         aws.REGION_INDEX_URL: FIXTURES / "region-index__2026-11-29.json",
-        US_EAST_1_URL: FIXTURES / "offer-us-east-1__2026-11-29.json",
-        EU_WEST_1_URL: FIXTURES / "offer-eu-west-1__2026-11-29.json",
+        US_EAST_1_URL: FIXTURES / "offer-us-east-1__2026-11-29.csv",
+        EU_WEST_1_URL: FIXTURES / "offer-eu-west-1__2026-11-29.csv",
         aws.SPOT_URL: FIXTURES / "spot-js__2026-11-29.js",
         aws.ADVISOR_URL: FIXTURES / "spot-advisor-data__2026-11-29.json",
     }
@@ -440,19 +442,19 @@ def test_missing_offer_file_fails_without_retry() -> None:
 def test_truncated_offer_file_is_a_layout_error() -> None:
     body = (FIXTURES / "offer-us-east-1__2026-11-29.json").read_bytes()[:3000]
     with pytest.raises(LayoutChanged, match="not valid JSON"):
-        list(aws.parse([_raw(US_EAST_1_URL, body=body)]))
+        list(aws.parse([_raw(US_EAST_1_JSON_URL, body=body)]))
 
 
 def test_offer_file_without_products_is_a_layout_error() -> None:
     with pytest.raises(LayoutChanged, match="products"):
-        list(aws.parse([_raw(US_EAST_1_URL, body=b'{"offerCode": "AmazonEC2", "terms": {}}')]))
+        list(aws.parse([_raw(US_EAST_1_JSON_URL, body=b'{"offerCode": "AmazonEC2", "terms": {}}')]))
 
 
 def test_gpu_products_without_on_demand_terms_is_a_layout_error() -> None:
     data = json.loads((FIXTURES / "offer-us-east-1__2026-11-29.json").read_text())
     data["terms"] = {"OnDemandTerms": data["terms"]["OnDemand"]}
     with pytest.raises(LayoutChanged, match=r"terms\.OnDemand"):
-        list(aws.parse([_raw(US_EAST_1_URL, body=json.dumps(data).encode())]))
+        list(aws.parse([_raw(US_EAST_1_JSON_URL, body=json.dumps(data).encode())]))
 
 
 def test_bad_spot_feed_and_advisor_are_layout_errors() -> None:
@@ -471,9 +473,9 @@ def test_reserved_section_is_never_tokenized() -> None:
     text = json.dumps(data)
     cut = text.rindex('"PAD"') + 10 * 1024 * 1024
     body = (text[:cut] + "<<not json>>").encode()
-    offers = _offers(aws.parse([_raw(US_EAST_1_URL, body=body)]))
+    offers = _offers(aws.parse([_raw(US_EAST_1_JSON_URL, body=body)]))
     assert {o.instance_type for o in offers} == {"p5.48xlarge", "g4dn.xlarge"}
-    assert aws.exclusions([_raw(US_EAST_1_URL, body=body)])["no_hourly_rate"] == 1
+    assert aws.exclusions([_raw(US_EAST_1_JSON_URL, body=body)])["no_hourly_rate"] == 1
 
 
 def test_section_reader_stops_after_idle_chunks() -> None:
@@ -484,3 +486,152 @@ def test_section_reader_stops_after_idle_chunks() -> None:
         for _ in range(20):
             reader.read(1024 * 1024)
     assert reader.bytes_read == (1 + aws._IDLE_CHUNKS) * 1024 * 1024
+
+
+# --- CSV offer files --------------------------------------------------------------------------------
+
+
+def _fixture_csv(region: str) -> str:
+    return (FIXTURES / f"offer-{region}__2026-11-29.csv").read_text()
+
+
+def _csv_body(text: str) -> bytes:
+    return text.encode()
+
+
+def _sorted(offers: list[Offer]) -> list[Offer]:
+    return sorted(offers, key=lambda o: o.provider_data["sku"])
+
+
+def test_csv_offer_url_is_the_json_url_with_index_csv() -> None:
+    assert aws.csv_offer_url(US_EAST_1_JSON_URL) == US_EAST_1_URL
+    with pytest.raises(LayoutChanged, match=r"does not end in /index\.json"):
+        aws.csv_offer_url(f"{OFFER_BASE}/20261127183045/us-east-1/offers.json")
+
+
+@pytest.mark.parametrize(
+    ("region", "json_url", "csv_url"),
+    [("us-east-1", US_EAST_1_JSON_URL, US_EAST_1_URL), ("eu-west-1", EU_WEST_1_JSON_URL, EU_WEST_1_URL)],
+)
+def test_csv_and_json_fixtures_of_a_region_give_identical_offers(
+    region: str, json_url: str, csv_url: str
+) -> None:
+    from_json = [_raw(json_url, FIXTURES / f"offer-{region}__2026-11-29.json")]
+    from_csv = [_raw(csv_url, FIXTURES / f"offer-{region}__2026-11-29.csv")]
+    json_offers = _sorted(_offers(aws.parse(from_json)))
+    assert json_offers and _sorted(_offers(aws.parse(from_csv))) == json_offers
+    assert aws.exclusions(from_csv) == aws.exclusions(from_json)
+
+
+def test_csv_parse_reads_the_preamble_and_the_plain_rows() -> None:
+    offers = _by_key(_offers(aws.parse([_raw(US_EAST_1_URL, body=_csv_body(_fixture_csv("us-east-1")))])))
+    assert set(offers) == {
+        ("us-east-1", "p5.48xlarge", "on_demand"),
+        ("us-east-1", "g6.xlarge", "on_demand"),
+        ("us-east-1", "g4dn.xlarge", "on_demand"),
+    }
+    p5 = offers["us-east-1", "p5.48xlarge", "on_demand"]
+    assert p5.price_per_hour == 55.04  # the OnDemand row, not the Reserved row of the same sku
+    assert p5.provider_data["offer_version"] == "20261127183045"
+    assert p5.provider_data["publication_date"] == "2026-11-27T18:30:45Z"
+
+
+def test_csv_header_missing_columns_are_named() -> None:
+    text = (
+        _fixture_csv("eu-west-1")
+        .replace('"Pre Installed S/W"', '"PreInstalled"')
+        .replace('"GPU",', '"Gpus",')
+    )
+    with pytest.raises(LayoutChanged, match=r"'GPU', 'Pre Installed S/W'"):
+        list(aws.parse([_raw(EU_WEST_1_URL, body=_csv_body(text))]))
+
+
+def test_csv_without_header_row_is_a_layout_error() -> None:
+    with pytest.raises(LayoutChanged, match="no header row"):
+        list(aws.parse([_raw(EU_WEST_1_URL, body=b"<html>Access Denied</html>\n")]))
+
+
+def test_unquoted_csv_header_is_a_layout_error() -> None:
+    lines = _fixture_csv("eu-west-1").splitlines(keepends=True)
+    lines[5] = lines[5].replace('"', "")
+    with pytest.raises(LayoutChanged, match="not quoted"):
+        list(aws.parse([_raw(EU_WEST_1_URL, body=_csv_body("".join(lines)))]))
+
+
+def test_truncated_csv_row_is_a_layout_error() -> None:
+    text = _fixture_csv("eu-west-1")
+    start = text.index('"BBBBP4DLINUX0002","JRTCKXETXF"')
+    body = text[
+        : text.index('"Used"', start) + 20
+    ]  # the p4d on-demand row, cut after what the prefilter needs
+    with pytest.raises(LayoutChanged, match="fields, the header"):
+        list(aws.parse([_raw(EU_WEST_1_URL, body=_csv_body(body))]))
+
+
+def test_csv_gpu_rows_without_on_demand_hourly_rows_is_a_layout_error() -> None:
+    text = _fixture_csv("eu-west-1").replace('"Hrs"', '"Hours of use"')
+    with pytest.raises(LayoutChanged, match="OnDemand hourly row"):
+        list(aws.parse([_raw(EU_WEST_1_URL, body=_csv_body(text))]))
+
+
+def test_csv_crlf_line_ends_and_small_blocks_give_the_same_offers() -> None:
+    text = _fixture_csv("us-east-1")
+    expected = _sorted(_offers(aws.parse([_raw(US_EAST_1_URL, body=_csv_body(text))])))
+    crlf = _sorted(_offers(aws.parse([_raw(US_EAST_1_URL, body=_csv_body(text.replace("\n", "\r\n")))])))
+    assert crlf == expected
+    fh = io.BytesIO(_csv_body(text))
+    _header, columns = aws.read_csv_preamble(fh)
+    small = list(aws.scan_csv_blocks(fh, aws.term_type_field(columns), block_size=97))
+    fh.seek(0)
+    aws.read_csv_preamble(fh)
+    assert small == list(aws.scan_csv_blocks(fh, aws.term_type_field(columns)))
+    # Every plain Linux on-demand row, GPU or not (the CSV stage decides): p5 and its Capacity Block
+    # twin, g6, the $0 g5, m7i, the Boston g4dn, trn1; not the Windows g6 nor any Reserved row.
+    assert len(small) == 7
+
+
+def test_candidate_lines_keep_plain_linux_on_demand_rows_only() -> None:
+    def line(term_type: str, os: str = "Linux", tenancy: str = "Shared", capacity: str = "Used") -> bytes:
+        return (
+            f'"SKU1","T","SKU1.T.R","{term_type}","x, y","{tenancy}",,"{os}","No License required",'
+            f'"{capacity}","OnDemand"'
+        ).encode()
+
+    kept = line("OnDemand")
+    rows = [kept, line("Reserved"), line("OnDemand", os="Windows"), line("OnDemand", tenancy="Dedicated")]
+    rows.append(line("OnDemand", capacity="UnusedCapacityReservation"))
+    block = b"\n".join(rows) + b"\n"
+    assert list(aws.candidate_lines(block, len(block), 3)) == [kept]
+    # Not positional (TermType after a free-text column): a superset, the CSV stage decides.
+    assert list(aws.candidate_lines(block, len(block), None)) == [kept, line("Reserved")]
+
+
+def test_term_type_field_only_when_code_columns_precede_it() -> None:
+    assert aws.term_type_field(["SKU", "OfferTermCode", "RateCode", "TermType", "PriceDescription"]) == 3
+    assert aws.term_type_field(["SKU", "PriceDescription", "TermType"]) is None
+
+
+def test_csv_with_term_type_after_a_free_text_column_still_parses() -> None:
+    rows = list(csv.reader(io.StringIO(_fixture_csv("us-east-1"))))
+    preamble, header, data = rows[:5], rows[5], rows[6:]
+    order = [header.index(c) for c in ("SKU", "PriceDescription", "TermType")]
+    order += [i for i in range(len(header)) if i not in order]
+    out = io.StringIO()
+    writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    writer.writerows(preamble)
+    writer.writerows([r[i] for i in order] for r in [header, *data])
+    moved = _sorted(_offers(aws.parse([_raw(US_EAST_1_URL, body=out.getvalue().encode())])))
+    expected = _sorted(
+        _offers(aws.parse([_raw(US_EAST_1_URL, FIXTURES / "offer-us-east-1__2026-11-29.csv")]))
+    )
+    assert moved == expected
+
+
+def test_csv_prefers_the_usd_hourly_row() -> None:
+    text = _fixture_csv("eu-west-1")
+    g5 = next(line for line in text.splitlines() if line.startswith('"BBBBG5LINUX00001","JRTCKXETXF"'))
+    eur = g5.replace('"1.1230000000","USD"', '"1.0500000000","EUR"')
+    body = text.replace(g5, eur + "\n" + g5)
+    offers = _by_key(_offers(aws.parse([_raw(EU_WEST_1_URL, body=_csv_body(body))])))
+    g5_offer = offers["eu-west-1", "g5.xlarge", "on_demand"]
+    assert (g5_offer.price_per_hour, g5_offer.currency) == (1.123, "USD")
