@@ -227,7 +227,8 @@ def test_gpu_without_bf16_tflops_fits_but_is_not_priced(con: duckdb.DuckDBPyConn
 
 def test_pcie_offer_without_stated_bandwidth_uses_its_pcie_generation(con: duckdb.DuckDBPyConnection) -> None:
     l4_pair = {**L4_ONE, "gpu_count": 2.0, "intra_node_interconnect": "PCIe", "intra_node_gbps": None}
-    stated = {**l4_pair, "instance_type": "stated", "intra_node_gbps": 32.0}  # PCIe 4 x16
+    # PCIe 4 x16 as the seeds state links: 64 GB/s both directions together, 32 each way
+    stated = {**l4_pair, "instance_type": "stated", "intra_node_gbps": 64.0}
     rows = costs(con, [job(LLAMA_8B, method="qlora")], l4_pair, stated, max_gpus=2)
     assert rows[0]["priced"] and rows[0]["comm_hours"] > 0
     assert rows[0]["estimated_hours"] == pytest.approx(rows[1]["estimated_hours"])

@@ -26,7 +26,8 @@ How one job is placed on one offer (`plan_job`):
   (MART_MAX_GPUS = 64, the top of the requirements grid) for the mart.
 * A row that does not fit reports the configuration that came closest (smallest per-GPU need).
 * Time is `requirements.estimate_time` with the offer's dense bf16 TFLOPS and links: the seeds
-  state intra-node bandwidth in GB/s (×8 for estimate_time's Gb/s) and inter-node in Gb/s per node.
+  state intra-node bandwidth in bidirectional GB/s (halved to the per-direction rate a ring collective
+  sees, ×8 for estimate_time's Gb/s) and inter-node in Gb/s per node.
   A multi-GPU PCIe offer whose seed leaves the bandwidth empty gets the GPU's PCIe x16 rate.
 * Multi-node on an offer without a fast fabric (< requirements.FAST_FABRIC_GBPS, or unknown) is
   flagged in `fabric_warning` and not priced: `priced` is false and the cost columns are null.
@@ -416,9 +417,13 @@ def read_offers(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 
 
 def _intra_node_gbps(row: Mapping[str, Any]) -> float | None:
-    """GB/s per GPU inside a node; a PCIe offer with no stated rate gets its PCIe x16 rate."""
+    """GB/s per GPU and direction inside a node; a PCIe offer with no stated rate gets its x16 rate.
+
+    The hardware seeds state link bandwidth bidirectionally (NVLink 4: 900 GB/s per H100), the way
+    vendors quote it; a ring collective moves data at the per-direction rate, so it is halved here.
+    """
     if row["intra_node_gbps"] is not None and row["intra_node_gbps"] > 0:
-        return float(row["intra_node_gbps"])
+        return float(row["intra_node_gbps"]) / 2
     if row["gpu_count"] > 1 and (row["intra_node_interconnect"] or "PCIe") == "PCIe":
         return PCIE_X16_GBYTES_PER_S.get(row["pcie_gen"] or 0)
     return row["intra_node_gbps"]
