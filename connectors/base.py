@@ -15,6 +15,7 @@ Errors (all subclass `ConnectorError`)::
     ├── MissingCredentials    a required env var is absent -> the provider is *skipped*, not failed
     ├── LayoutChanged         a payload or page no longer has the shape the parser expects
     └── FetchError            the provider could not be fetched (after the HTTP layer's retries)
+        ├── Unreachable       no connection at all: DNS, refused, connect timeout
         ├── ResponseTooLarge  a body exceeded the size cap
         └── ReplayMiss        replay mode met a request the cassette has no answer for
 
@@ -75,6 +76,10 @@ class LayoutChanged(ConnectorError):
 
 class FetchError(ConnectorError):
     """The provider could not be fetched, after the HTTP layer's own retries."""
+
+
+class Unreachable(FetchError):
+    """The host could not be reached at all (DNS failure, connection refused, connect timeout)."""
 
 
 class ResponseTooLarge(FetchError):

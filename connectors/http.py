@@ -44,7 +44,7 @@ from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlu
 
 import httpx
 
-from connectors.base import FetchError, RawResponse, ReplayMiss, ResponseTooLarge
+from connectors.base import FetchError, RawResponse, ReplayMiss, ResponseTooLarge, Unreachable
 
 USER_AGENT = "gpucost/0.1 (+https://github.com/gpucost/gpucost; GPU price catalog)"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
@@ -418,7 +418,8 @@ class Client(httpx.Client):
         try:
             response = self.send(request, stream=True)
         except httpx.TransportError as exc:
-            raise FetchError(
+            error = Unreachable if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) else FetchError
+            raise error(
                 f"{method} {safe_url}: {type(exc).__name__}: {redact(str(exc), self.secrets)}"
             ) from None
         try:

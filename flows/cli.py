@@ -92,16 +92,7 @@ def refresh(
         raise _fail(str(exc)) from None
     total = time.perf_counter() - started
     _print_frame(
-        [
-            "provider",
-            "status",
-            "parsed",
-            "loaded",
-            "quarantined",
-            "+history",
-            "-history",
-            "error / what to do",
-        ],
+        ["provider", "status", "parsed", "loaded", "quarantined", "history +", "history -", "fetch s"],
         [
             (
                 o.provider,
@@ -111,7 +102,7 @@ def refresh(
                 o.offers_quarantined,
                 o.rows_inserted,
                 o.rows_closed,
-                " — ".join(x for x in (o.error, o.hint) if x),
+                round(o.fetch_seconds, 1),
             )
             for o in summary.outcomes
         ],

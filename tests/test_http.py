@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from connectors.base import FetchError, ReplayMiss, ResponseTooLarge
+from connectors.base import FetchError, ReplayMiss, ResponseTooLarge, Unreachable
 from connectors.http import make_client, request_key, retry_after_seconds
 
 
@@ -91,7 +91,7 @@ def test_connection_errors_are_retried_then_reported():
         raise httpx.ConnectError("refused", request=request)
 
     client, sleeps = _client(handler, retries=3)
-    with pytest.raises(FetchError, match="ConnectError"):
+    with pytest.raises(Unreachable, match="ConnectError"):
         client.fetch("GET", "https://example.test/down")
     assert len(calls) == 4 and len(sleeps) == 3
 

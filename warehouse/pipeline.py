@@ -30,6 +30,7 @@ from connectors.base import (
     RawResponse,
     ReplayMiss,
     Unchanged,
+    Unreachable,
     missing_credentials,
 )
 from connectors.http import Client, remove_spooled
@@ -96,6 +97,12 @@ def _hint_for(exc: BaseException, provider: str) -> str:
         return (
             f"{provider}'s payload no longer has the shape the parser expects; the raw responses of this "
             "run are archived (see raw.responses) for whoever updates the parser"
+        )
+    if isinstance(exc, Unreachable):
+        return (
+            f"{provider} could not be reached (no connection); its last good prices stay current. "
+            "Check this machine's network access; offline, `gpucost refresh --replay tests/replay` "
+            "runs on recorded sample data"
         )
     if isinstance(exc, FetchError):
         return (
