@@ -56,6 +56,7 @@ OFFER_SCHEMA: dict[str, Any] = {
     "vram_gb": pl.Float64,
     "price_usd_per_hour": pl.Float64,
     "bf16_tflops": pl.Float64,
+    "fp16_tflops": pl.Float64,
     "intra_node_interconnect": pl.String,
     "intra_node_gbps": pl.Float64,
     "inter_node_gbps": pl.Float64,
@@ -223,6 +224,22 @@ def test_gpu_without_bf16_tflops_fits_but_is_not_priced(con: duckdb.DuckDBPyConn
     (row,) = costs(con, [job(QWEN_05B, method="lora")], t4)
     assert row["fits"] and not row["priced"]
     assert "T4" in row["unpriced_reason"] and row["estimated_hours"] is None and row["cost_usd"] is None
+
+
+def test_gpu_without_bf16_trains_in_fp16_at_its_fp16_rate(con: duckdb.DuckDBPyConnection) -> None:
+    # a T4 has no bf16; fp16 mixed precision keeps the same bytes and runs at the fp16 tensor rate
+    t4 = {
+        **L4_ONE,
+        "instance_type": "n1+t4",
+        "gpu_name": "T4",
+        "vram_gb": 16.0,
+        "bf16_tflops": None,
+        "fp16_tflops": 65.0,
+    }
+    as_if_bf16 = {**t4, "instance_type": "same-rate", "bf16_tflops": 65.0, "fp16_tflops": None}
+    rows = {r["instance_type"]: r for r in costs(con, [job(QWEN_05B, method="lora")], t4, as_if_bf16)}
+    assert rows["n1+t4"]["priced"] and rows["n1+t4"]["cost_usd"] > 0
+    assert rows["n1+t4"]["estimated_hours"] == pytest.approx(rows["same-rate"]["estimated_hours"])
 
 
 def test_pcie_offer_without_stated_bandwidth_uses_its_pcie_generation(con: duckdb.DuckDBPyConnection) -> None:
@@ -397,8 +414,10 @@ def test_build_marts_creates_both_marts(warehouse: duckdb.DuckDBPyConnection) ->
     assert not priced and nodes > 1 and "inter-node fabric" in reason
     assert table[("llama-3.1-70b__full__s2048", "p5.48xlarge")][:3] == [True, True, "zero3"]
     assert table[("qwen2.5-7b__qlora__s2048", "g6.xlarge")][:4] == [True, True, "none", 1]
-    # T4 has no bf16 TFLOPS in gpus.csv
-    assert "T4" in table[("llama-3.1-8b__lora__s2048", "g4dn.xlarge")][4]
+    # T4 has no bf16: a 7B QLoRA trains on it in fp16 and is priced at the fp16 rate, while an 8B
+    # LoRA needs more than one 16 GB card and g4dn.xlarge has no inter-node fabric
+    assert table[("qwen2.5-7b__qlora__s2048", "g4dn.xlarge")][:2] == [True, True]
+    assert "inter-node fabric" in table[("llama-3.1-8b__lora__s2048", "g4dn.xlarge")][4]
     # gcp g2-standard-96 is 8×L4 over 100 Gb/s ethernet: a 70B full job would need many of them
     fits, priced, _, nodes, reason = table[("llama-3.1-70b__full__s2048", "g2-standard-96")]
     assert not priced and (not fits or (nodes > 1 and "no fast fabric" in reason))

@@ -25,13 +25,14 @@ How one job is placed on one offer (`plan_job`):
 * Nodes are capped by `max_nodes` (the CLI's --max-nodes) and by `max_gpus` GPUs in all
   (MART_MAX_GPUS = 64, the top of the requirements grid) for the mart.
 * A row that does not fit reports the configuration that came closest (smallest per-GPU need).
-* Time is `requirements.estimate_time` with the offer's dense bf16 TFLOPS and links: the seeds
+* Time is `requirements.estimate_time` with the offer's dense bf16 TFLOPS (fp16 on GPUs without
+  bf16, T4 and V100, which train in fp16 mixed precision with the same memory) and links: the seeds
   state intra-node bandwidth in bidirectional GB/s (halved to the per-direction rate a ring collective
   sees, ×8 for estimate_time's Gb/s) and inter-node in Gb/s per node.
   A multi-GPU PCIe offer whose seed leaves the bandwidth empty gets the GPU's PCIe x16 rate.
 * Multi-node on an offer without a fast fabric (< requirements.FAST_FABRIC_GBPS, or unknown) is
   flagged in `fabric_warning` and not priced: `priced` is false and the cost columns are null.
-  So is a GPU without dense bf16 TFLOPS in gpus.csv (`unpriced_reason` says which).
+  So is a GPU with neither dense bf16 nor fp16 TFLOPS in gpus.csv (`unpriced_reason` says which).
 
 Cost: billed hours are the hours rounded up to the provider's billing granularity, at least its
 minimum charge (`requirements.billed_hours`), × price per instance-hour × nodes. On spot, the hours
@@ -227,7 +228,7 @@ class Hardware:
     gpu_name: str
     gpu_count: float
     vram_gb: float
-    bf16_tflops: float | None
+    tensor_tflops: float | None  # dense bf16, or fp16 on GPUs without bf16 (T4, V100)
     intra_node_gbps: float | None
     inter_node_gbps: float | None
 
@@ -237,10 +238,10 @@ class Hardware:
 
     @property
     def node_tflops(self) -> float | None:
-        """Dense bf16 TFLOPS of one of the job's GPUs (a slice gets its share)."""
-        if self.bf16_tflops is None:
+        """Dense tensor TFLOPS of one of the job's GPUs (a slice gets its share)."""
+        if self.tensor_tflops is None:
             return None
-        return self.bf16_tflops * min(1.0, self.gpu_count)
+        return self.tensor_tflops * min(1.0, self.gpu_count)
 
 
 @dataclass(frozen=True)
@@ -356,7 +357,7 @@ def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobM
         return Plan(**fields, **unknown_time, unpriced_reason=reason)
     tflops = hw.node_tflops
     if tflops is None or tflops <= 0:
-        reason = f"no dense bf16 TFLOPS for {hw.gpu_name} in gpus.csv (no tensor cores or unknown)"
+        reason = f"no dense bf16 or fp16 TFLOPS for {hw.gpu_name} in gpus.csv (no tensor cores or unknown)"
         return Plan(**fields, **unknown_time, unpriced_reason=reason)
     intra = hw.intra_node_gbps * 8 if hw.intra_node_gbps is not None else None
     time = estimate_time(memory.model, job, fjob.train_tokens, n, gpn, tflops, intra, hw.inter_node_gbps)
@@ -387,6 +388,7 @@ select
     offers.vram_gb,
     offers.price_usd_per_hour,
     offers.bf16_tflops,
+    gpus.fp16_tflops,
     offers.intra_node_interconnect,
     offers.intra_node_gbps,
     offers.inter_node_gbps,
@@ -579,7 +581,8 @@ def price_inputs(
             gpu_name=row["gpu_name"],
             gpu_count=float(row["gpu_count"]),
             vram_gb=float(row["vram_gb"]),
-            bf16_tflops=row["bf16_tflops"],
+            # GPUs without bf16 (Turing, Volta) train in fp16 mixed precision: same bytes, fp16 rate
+            tensor_tflops=row["bf16_tflops"] if row["bf16_tflops"] is not None else row.get("fp16_tflops"),
             intra_node_gbps=_intra_node_gbps(row),
             inter_node_gbps=row["inter_node_gbps"],
         )
