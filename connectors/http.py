@@ -31,6 +31,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import json
+import logging
 import random
 import re
 import tempfile
@@ -45,6 +46,8 @@ from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlu
 import httpx
 
 from connectors.base import FetchError, RawResponse, ReplayMiss, ResponseTooLarge, Unreachable
+
+log = logging.getLogger(__name__)
 
 USER_AGENT = "gpucost/0.1 (+https://github.com/gpucost/gpucost; GPU price catalog)"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
@@ -445,6 +448,18 @@ class Client(httpx.Client):
                 body_path.unlink(missing_ok=True)
             raise FetchError(f"{method} {safe_url} answered HTTP {status}: {excerpt or '(empty body)'}")
         request_body = request.content or None
+        elapsed = (datetime.now(UTC) - fetched_at).total_seconds()
+        size = body_path.stat().st_size if body_path is not None else len(body)
+        # large (spooled) downloads are the long part of a run: say each one as it lands
+        log.log(
+            logging.INFO if spool else logging.DEBUG,
+            "%s %s -> %d, %.1f MB in %.1f s",
+            method.upper(),
+            safe_url,
+            status,
+            size / 1e6,
+            elapsed,
+        )
         return RawResponse(
             url=safe_url,
             method=method.upper(),

@@ -11,3 +11,5 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
+# Connectors log with the standard library (they know nothing of Prefect); show them in run logs.
+os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "connectors")

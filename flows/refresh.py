@@ -6,6 +6,7 @@ Thin on purpose: every step is a function in `warehouse.pipeline` / `warehouse.m
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,6 +38,10 @@ from warehouse.pipeline import (
     select_connectors,
     start_run,
 )
+
+# Connectors log progress with the standard library (large downloads at INFO); Prefect attaches its
+# handlers to them (PREFECT_LOGGING_EXTRA_LOGGERS=connectors, set in flows/__init__), we set the level.
+logging.getLogger("connectors").setLevel(logging.INFO)
 
 
 @dataclass
