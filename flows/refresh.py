@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
+from prefect.blocks.system import Secret
 from prefect.cache_policies import NO_CACHE
 from prefect.context import get_run_context
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -58,6 +59,26 @@ class RefreshSummary:
     @property
     def failed(self) -> list[ProviderOutcome]:
         return [o for o in self.outcomes if o.status in ("failed", "rejected")]
+
+
+def block_name(variable: str) -> str:
+    """The Prefect Secret block a credential may live in: GOOGLE_API_KEY -> google-api-key."""
+    return variable.lower().replace("_", "-")
+
+
+def secrets_from_blocks(variables: list[str]) -> dict[str, str]:
+    """Credentials missing from the environment, from Prefect Secret blocks where they exist.
+
+    Scheduled runs on a worker take their credentials from Secret blocks rather than the worker's
+    environment; a missing block is not an error (the provider is then skipped as usual).
+    """
+    found = {}
+    for variable in variables:
+        try:
+            found[variable] = Secret.load(block_name(variable)).get()
+        except ValueError:  # no such block
+            continue
+    return found
 
 
 @task(name="fetch_provider", cache_policy=NO_CACHE)
@@ -133,6 +154,9 @@ def refresh(
         logger.warning("replay mode: prices come from the recorded sample data in %s, not live APIs", replay)
 
     env = environment()
+    if not replay:
+        wanted = {n for c in connectors for n in (*c.requires, *getattr(c, "optional", ()))}
+        env |= secrets_from_blocks(sorted(n for n in wanted if not env.get(n)))
     creds = {c.name: credentials_for(c, env, replay=bool(replay)) for c in connectors}
     secrets = [s for _, values in creds.values() for s in values]
     run_id = new_run_id(datetime.now(UTC))

@@ -164,3 +164,17 @@ def test_gcp_without_key_is_skipped_not_failed(prefect_harness, home: Path):
     (outcome,) = summary.outcomes
     assert outcome.status == "skipped" and "GOOGLE_API_KEY" in (outcome.error or "")
     assert summary.status == "ok"
+
+
+def test_credentials_come_from_secret_blocks_when_the_environment_lacks_them(prefect_harness):
+    from prefect.blocks.system import Secret
+
+    from flows.refresh import block_name, secrets_from_blocks
+
+    assert block_name("GOOGLE_API_KEY") == "google-api-key"
+    Secret(value="k-from-block").save("google-api-key", overwrite=True)
+    try:
+        assert secrets_from_blocks(["GOOGLE_API_KEY", "RUNPOD_API_KEY"]) == {"GOOGLE_API_KEY": "k-from-block"}
+    finally:
+        Secret.delete("google-api-key")  # later tests run gcp live without a key and expect a skip
+    assert secrets_from_blocks(["GOOGLE_API_KEY"]) == {}
