@@ -433,7 +433,7 @@ class Client(httpx.Client):
                 fd, name = tempfile.mkstemp(prefix="body-", dir=self.spool_dir)
                 body_path = Path(name)
                 with open(fd, "wb") as out:  # noqa: PTH123 - mkstemp hands us a descriptor
-                    for chunk in response.iter_bytes(_CHUNK):
+                    for chunk in response.iter_bytes():  # as they arrive: re-chunking costs a copy
                         out.write(chunk)
             else:
                 body = response.read()
