@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from connectors.base import Offer
 from flows.cli import app
 from flows.cli_finetune import parse_tokens
+from tests.factories import make_offer
 from warehouse.db import connect, open_warehouse
 from warehouse.finetune import build_finetune_marts
 from warehouse.load import load_offers
@@ -116,18 +117,7 @@ def test_parse_tokens(text: str, tokens: float) -> None:
 
 
 def _offer(provider: str, instance_type: str, price: float, **kw: object) -> Offer:
-    base: dict[str, object] = {
-        "provider": provider,
-        "instance_type": instance_type,
-        "region": "us-east-1",
-        "pricing_type": "on_demand",
-        "price_source": "list",
-        "price_per_hour": price,
-        "currency": "USD",
-        "gpu_name_raw": None,
-        "gpu_count": 0.0,
-    }
-    return Offer(**{**base, **kw})  # type: ignore[arg-type]
+    return make_offer(instance_type, price, provider, **kw)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from connectors.base import Offer
+from tests.factories import make_offer
 from warehouse.db import connect, load_seeds, migrate
 from warehouse.finetune import (
     CHECKPOINT_INTERVAL_HOURS,
@@ -346,19 +346,7 @@ def test_costs_are_consistent(con: duckdb.DuckDBPyConnection) -> None:
 # --- the marts, through build_marts --------------------------------------------------------------
 
 
-def _offer(instance_type: str, price: float, provider: str = "aws", **kw: Any) -> Offer:
-    base: dict[str, Any] = {
-        "provider": provider,
-        "instance_type": instance_type,
-        "region": "us-east-1",
-        "pricing_type": "on_demand",
-        "price_source": "list",
-        "price_per_hour": price,
-        "currency": "USD",
-        "gpu_name_raw": None,
-        "gpu_count": 0.0,
-    }
-    return Offer(**{**base, **kw})
+_offer = make_offer
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from connectors.base import Offer, RawResponse, Unchanged
+from tests.factories import make_offer
 from warehouse.db import (
     MigrationError,
     WarehouseBusy,
@@ -28,19 +29,7 @@ T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
 
 
 def offer(instance_type: str = "p5.48xlarge", price: float = 55.04, **kw) -> Offer:
-    base = {
-        "provider": "aws",
-        "instance_type": instance_type,
-        "region": "us-east-1",
-        "pricing_type": "on_demand",
-        "price_source": "list",
-        "price_per_hour": price,
-        "currency": "USD",
-        "gpu_name_raw": None,
-        "gpu_count": 8.0,
-    }
-    base.update(kw)
-    return Offer(**base)
+    return make_offer(instance_type, price, **{"gpu_count": 8.0, **kw})
 
 
 @pytest.fixture

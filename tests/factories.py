@@ -1,0 +1,23 @@
+"""Small builders shared by the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from connectors.base import Offer
+
+
+def make_offer(instance_type: str, price: float, provider: str = "aws", **overrides: Any) -> Offer:
+    """An on-demand USD list offer in us-east-1; gpu_count 0 means "not stated" (resolved by type)."""
+    fields: dict[str, Any] = {
+        "provider": provider,
+        "instance_type": instance_type,
+        "region": "us-east-1",
+        "pricing_type": "on_demand",
+        "price_source": "list",
+        "price_per_hour": price,
+        "currency": "USD",
+        "gpu_name_raw": None,
+        "gpu_count": 0.0,
+    }
+    return Offer(**{**fields, **overrides})
