@@ -98,6 +98,25 @@ def test_identical_rerun_adds_no_history_rows(prefect_harness, home: Path):
     assert sum(o.rows_inserted + o.rows_closed for o in summary.outcomes) == 0
 
 
+def test_unchanged_aws_offer_files_stay_skipped_run_after_run(prefect_harness, home: Path):
+    from flows.refresh import refresh
+
+    current = "select count(*) from core.offer_prices where provider = 'aws' and valid_to is null"
+    before = query(home, current)
+    for _ in range(2):
+        (outcome,) = refresh(providers=["aws"], replay=str(REPLAY)).outcomes
+        assert outcome.status == "ok" and outcome.rows_closed == 0
+    offer_files_per_run = query(
+        home,
+        "select p.run_id, count(r.url) filter (where r.url like '%/index.csv') "
+        "from ops.provider_runs as p left join raw.responses as r using (run_id, provider) "
+        "where p.provider = 'aws' group by p.run_id, p.started_at order by p.started_at",
+    )
+    assert offer_files_per_run[0][1] == 2  # the first run fetched both fixture regions
+    assert all(n == 0 for _, n in offer_files_per_run[1:]), offer_files_per_run
+    assert query(home, current) == before
+
+
 def test_one_provider_answering_500_keeps_its_prices_and_fails_the_command(
     prefect_harness, home: Path, tmp_path: Path
 ):

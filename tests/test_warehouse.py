@@ -294,3 +294,33 @@ def test_busy_warehouse_is_reported_clearly(tmp_path: Path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_validators_remember_files_a_later_run_skipped(con, tmp_path: Path):
+    def fetched(url: str, etag: str) -> RawResponse:
+        return RawResponse(
+            url=url, method="GET", status=200, fetched_at=T0, body=etag.encode(), headers={"etag": etag}
+        )
+
+    land_raw(
+        con,
+        tmp_path,
+        "r1",
+        "aws",
+        [fetched("https://x.test/index", '"i1"'), fetched("https://x.test/us-east-1", '"f1"')],
+    )
+    record_ok(con, "r1", "aws", 1, T0)
+    # r2 skipped the unchanged offer file: only the index was fetched
+    land_raw(con, tmp_path, "r2", "aws", [fetched("https://x.test/index", '"i2"')])
+    record_ok(con, "r2", "aws", 1, T0 + timedelta(hours=1))
+    # a failed run's responses never count
+    land_raw(con, tmp_path, "r3", "aws", [fetched("https://x.test/index", '"bad"')])
+    con.execute(
+        "insert into ops.provider_runs (run_id, provider, status, started_at) "
+        "values ('r3', 'aws', 'failed', ?)",
+        [T0 + timedelta(hours=2)],
+    )
+    assert previous_validators(con, "aws") == {
+        "https://x.test/index": {"etag": '"i2"'},
+        "https://x.test/us-east-1": {"etag": '"f1"'},
+    }

@@ -149,16 +149,24 @@ def land_raw(
 
 
 def previous_validators(con: duckdb.DuckDBPyConnection, provider: str) -> dict[str, dict[str, str]]:
-    """URL -> kept headers of every response in the provider's last successful run."""
+    """URL -> kept headers of its latest fetch in any successful run of the provider.
+
+    Not just the last run's: a run that skipped an unchanged file did not fetch it, so the run after
+    must still know it was fetched before (else it would download every other time).
+    """
     rows = con.execute(
         """
-        with last_ok as (
-            select run_id from ops.provider_runs
-            where provider = ? and status = 'ok'
-            order by started_at desc limit 1
+        select url, headers from (
+            select
+                r.url,
+                r.headers,
+                row_number() over (partition by r.url order by p.started_at desc, r.seq desc) as newest
+            from raw.responses as r
+            inner join ops.provider_runs as p
+                on r.run_id = p.run_id and r.provider = p.provider
+            where p.provider = ? and p.status = 'ok' and r.status in (200, 304)
         )
-        select r.url, r.headers from raw.responses as r join last_ok using (run_id)
-        where r.status in (200, 304)
+        where newest = 1
         """,
         [provider],
     ).fetchall()
