@@ -562,8 +562,8 @@ def fetch(
             params["pageToken"] = token
         try:
             response = client.fetch("GET", SKUS_URL, params=params, ok_statuses=(400, 401, 403))
-        except FetchError as exc:
-            raise FetchError(
+        except FetchError as exc:  # keep the class (Unreachable, ReplayMiss, ...): it picks the hint
+            raise type(exc)(
                 f"GCP SKU listing failed on page {page}"
                 + (f" (pageToken {token!r})" if token else "")
                 + f" after {page - 1} complete page(s): {exc}. Page tokens do not outlive a listing, "
