@@ -88,6 +88,23 @@ def test_replay_refresh_loads_every_provider(prefect_harness, home: Path):
     ]
 
 
+def test_refresh_publishes_status_and_cheapest_artifacts(prefect_harness, home: Path):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        status = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["gpucost-refresh"]))
+        )
+        cheapest = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["gpucost-cheapest-gpus"]))
+        )
+    latest = max(status, key=lambda artifact: artifact.created)
+    rows = json.loads(latest.data) if isinstance(latest.data, str) else latest.data
+    assert [r["provider"] for r in rows] == list(PROVIDERS) and {r["status"] for r in rows} == {"ok"}
+    assert "replay" in (max(cheapest, key=lambda artifact: artifact.created).description or "")
+
+
 def test_identical_rerun_adds_no_history_rows(prefect_harness, home: Path):
     from flows.refresh import refresh
 
