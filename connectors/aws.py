@@ -85,7 +85,7 @@ from urllib.parse import urlsplit
 
 import ijson
 
-from connectors.base import LayoutChanged, Offer, RawResponse, Unchanged
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged
 from connectors.http import Client
 
 name = "aws"
@@ -228,24 +228,22 @@ def csv_offer_url(json_url: str) -> str:
 # --- parse ------------------------------------------------------------------------------------------
 
 
-def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged]:
-    """On-demand offers per offer file, `Unchanged` for skipped regions, spot offers with bands."""
-    for item in _parse(responses):
-        if not isinstance(item, _Excluded):
-            yield item
+def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
+    """On-demand offers per offer file, `Unchanged` for skipped regions, spot offers with bands,
+    and an `Excluded` for each product or cell left out (Capacity Blocks, $0 rates, "N/A*")."""
+    return _parse(responses)
 
 
 def exclusions(responses: Sequence[RawResponse]) -> Counter[str]:
     """What parse left out and why ("capacity_block", "zero_price", ...), counted; re-reads files."""
-    return Counter(item.reason for item in _parse(responses) if isinstance(item, _Excluded))
+    counts: Counter[str] = Counter()
+    for item in _parse(responses):
+        if isinstance(item, Excluded):
+            counts[item.reason] += item.count
+    return counts
 
 
-@dataclass(frozen=True, slots=True)
-class _Excluded:
-    reason: str
-
-
-def _parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | _Excluded]:
+def _parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
     index = next((r for r in responses if _kind(r.url) == "index"), None)
     offer_files = [r for r in responses if _kind(r.url) == "offer"]
     # A region listed by the index but with no fresh offer file was skipped as unchanged.
@@ -417,7 +415,7 @@ def valid_price(text: str) -> float | None:
     return price if math.isfinite(price) and price > 0 else None
 
 
-def scan_offer_file(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Offer | _Excluded]:
+def scan_offer_file(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Offer | Excluded]:
     """Stream one offer file: keep GPU products, then read only their on-demand terms."""
     match = _OFFER_PATH.search(urlsplit(source).path)
     file_region = match.group("region") if match else None
@@ -440,7 +438,7 @@ def scan_offer_file(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Off
                 if reason is None:
                     kept[sku] = attributes
                 elif reason == "capacity_block":
-                    yield _Excluded(reason)
+                    yield Excluded(reason)
         except _SectionDone:
             pass
         if not kept:
@@ -472,16 +470,16 @@ def _priced_offers(
     rates: Mapping[str, tuple[str, str] | None],
     header: OfferFileHeader,
     file_region: str | None,
-) -> Iterator[Offer | _Excluded]:
+) -> Iterator[Offer | Excluded]:
     """An offer per kept product with a valid hourly rate; the rest counted as exclusions."""
     for sku, attributes in kept.items():
         rate = rates.get(sku)
         if rate is None:
-            yield _Excluded("no_hourly_rate")
+            yield Excluded("no_hourly_rate")
             continue
         price = valid_price(rate[0])
         if price is None:
-            yield _Excluded("zero_price" if _is_zero(rate[0]) else "invalid_price")
+            yield Excluded("zero_price" if _is_zero(rate[0]) else "invalid_price")
             continue
         yield _offer_from_product(sku, attributes, price, rate[1], header, file_region)
 
@@ -609,7 +607,7 @@ def scan_csv_blocks(fh: BinaryIO, term_type: int | None, block_size: int = _CSV_
         yield from candidate_lines(tail, len(tail), term_type)
 
 
-def scan_offer_csv(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Offer | _Excluded]:
+def scan_offer_csv(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Offer | Excluded]:
     """Stream one CSV offer file: prefilter raw lines, parse the survivors, apply the JSON rules."""
     match = _OFFER_PATH.search(urlsplit(source).path)
     file_region = match.group("region") if match else None
@@ -647,7 +645,7 @@ def scan_offer_csv(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Offe
         if known is None or (rate[1] == "USD" and known[1] != "USD"):
             rates[sku] = rate
     for _ in capacity_blocks:  # those that passed the prefilter: AWS sells Capacity Blocks for Linux
-        yield _Excluded("capacity_block")
+        yield Excluded("capacity_block")
     if kept and not rates:
         raise LayoutChanged(
             f"{source}: none of the {len(kept)} GPU products has an OnDemand hourly row "
@@ -829,14 +827,14 @@ def _float(value: Any) -> float | None:
         return None
 
 
-def spot_offers(prices: Sequence[SpotPrice], advisor: SpotAdvisor) -> Iterator[Offer | _Excluded]:
+def spot_offers(prices: Sequence[SpotPrice], advisor: SpotAdvisor) -> Iterator[Offer | Excluded]:
     """GPU spot offers with the advisor's band; advisor rows without a price make no offer."""
     for cell in prices:
         if not is_gpu_instance(cell.instance_type):
             continue
         price = valid_price(cell.price) if cell.price not in NOT_A_PRICE else None
         if price is None:
-            yield _Excluded("spot_not_available")
+            yield Excluded("spot_not_available")
             continue
         savings, band = advisor.advice.get((cell.region, cell.instance_type), (None, None))
         vcpus, ram_gb = advisor.specs.get(cell.instance_type, (None, None))

@@ -38,10 +38,9 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from connectors.base import LayoutChanged, Offer, RawResponse, Unchanged
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged
 from connectors.http import Client, request_key
 
 name = "azure"
@@ -72,14 +71,6 @@ _REQUIRED_KEYS = (
 # N-series families that carry no GPU: NP = Xilinx Alveo FPGAs, NM = AMD MA35D media accelerators
 # (https://learn.microsoft.com/azure/virtual-machines/sizes/overview).
 _NON_GPU_SERIES = re.compile(r"^Standard_N[PM]\d", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class Excluded:
-    """A price item deliberately not turned into an offer, and why."""
-
-    reason: str
-    detail: str = ""
 
 
 def query_params() -> dict[str, str]:
@@ -172,8 +163,11 @@ def classify_item(item: Mapping[str, Any], currency: str = "USD") -> Offer | Exc
     )
 
 
-def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged]:
-    yield from _classify(responses)[0]
+def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
+    offers, counts = _classify(responses)
+    yield from offers
+    for reason, count in sorted(counts.items()):
+        yield Excluded(reason, count=count)
 
 
 def exclusions(responses: Sequence[RawResponse]) -> dict[str, int]:

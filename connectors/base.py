@@ -4,7 +4,7 @@ A connector turns one provider's public API or pricing page into `Offer` records
 never mix:
 
     fetch(client, creds, previous) -> Iterator[RawResponse]   I/O only: exactly what came over the wire
-    parse(responses)  -> Iterator[Offer | Unchanged]          pure: no I/O, no clock, no globals
+    parse(responses)  -> Iterator[Offer | Unchanged | Excluded]   pure: no I/O, no clock, no globals
 
 Keeping them apart means every parse can be replayed from the raw archive, and every parser is
 tested on recorded responses without a network.
@@ -27,6 +27,11 @@ headers kept with it (`etag`, `last-modified`, ...). A connector may use it to s
 requests or to skip a versioned file it already has; for every part it did not re-read, `parse`
 yields an `Unchanged(scope)` so the warehouse keeps that part's offers current instead of closing
 them as vanished.
+
+Rows a connector leaves out on purpose (a Windows meter, a Capacity Block placeholder, a $0 preview
+SKU) are yielded as `Excluded(reason, count)`, so every run records what it left out and why; rows
+that look like offers but are invalid (NaN price, unknown currency) are yielded as offers and the
+warehouse quarantines them.
 
 An unknown GPU name is *not* an error: the offer lands with its raw name and shows up in the
 unmapped-GPU report.
@@ -189,6 +194,15 @@ class Unchanged:
     reason: str = "unchanged since the last successful run"
 
 
+@dataclass(frozen=True, slots=True)
+class Excluded:
+    """Source rows deliberately not turned into offers: `count` of them, for one `reason`."""
+
+    reason: str
+    detail: str = ""
+    count: int = 1
+
+
 @runtime_checkable
 class Connector(Protocol):
     """What every provider module exposes (as module-level `name`, `requires`, `fetch`, `parse`)."""
@@ -203,7 +217,7 @@ class Connector(Protocol):
         previous: Mapping[str, Mapping[str, str]] | None = None,
     ) -> Iterator[RawResponse]: ...
 
-    def parse(self, responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged]: ...
+    def parse(self, responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]: ...
 
 
 def missing_credentials(connector: Connector, env: Mapping[str, str]) -> tuple[str, ...]:

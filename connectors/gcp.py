@@ -66,7 +66,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from connectors.base import FetchError, LayoutChanged, MissingCredentials, Offer, RawResponse, Unchanged
+from connectors.base import (
+    Excluded,
+    FetchError,
+    LayoutChanged,
+    MissingCredentials,
+    Offer,
+    RawResponse,
+    Unchanged,
+)
 from connectors.http import Client
 
 name = "gcp"
@@ -504,11 +512,19 @@ def _catalog(responses: Sequence[RawResponse]) -> tuple[int, list[Component], li
 # --- the connector ---------------------------------------------------------------------------------
 
 
-def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged]:
-    """Whole-machine offers for every shape, region and usage type with all parts priced."""
-    _, components, _ = _catalog(responses)
-    offers, _ = assemble(components, load_shapes())
+def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
+    """Whole-machine offers for every shape, region and usage type with all parts priced; then
+    what was left out: skipped SKUs by reason, machines with a part unpriced in a region."""
+    _, components, skipped = _catalog(responses)
+    offers, incomplete = assemble(components, load_shapes())
     yield from offers
+    for reason, count in sorted(Counter(s.reason for s in skipped).items()):
+        yield Excluded(f"sku: {reason}", count=count)
+    missing: Counter[str] = Counter()
+    for (_machine, _usage, what), regions in incomplete.items():
+        missing[f"machine: {what}"] += regions
+    for reason, count in sorted(missing.items()):
+        yield Excluded(reason, count=count)
 
 
 def report(responses: Sequence[RawResponse]) -> Report:

@@ -41,7 +41,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.base import LayoutChanged, Offer, RawResponse, Unchanged
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged
 from connectors.http import Client, request_key
 
 name = "oci"
@@ -194,8 +194,11 @@ def shape_offers(shape: Mapping[str, Any], parts: Mapping[str, GpuPart]) -> list
     return offers
 
 
-def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged]:
-    yield from _classify(responses)[0]
+def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
+    offers, counts = _classify(responses)
+    yield from offers
+    for reason, count in sorted(counts.items()):
+        yield Excluded(reason, count=count)
 
 
 def exclusions(responses: Sequence[RawResponse]) -> dict[str, int]:

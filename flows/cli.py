@@ -92,7 +92,17 @@ def refresh(
         raise _fail(str(exc)) from None
     total = time.perf_counter() - started
     _print_frame(
-        ["provider", "status", "parsed", "loaded", "quarantined", "history +", "history -", "fetch s"],
+        [
+            "provider",
+            "status",
+            "parsed",
+            "loaded",
+            "quarantined",
+            "excluded",
+            "history +",
+            "history -",
+            "fetch s",
+        ],
         [
             (
                 o.provider,
@@ -100,6 +110,7 @@ def refresh(
                 o.offers_parsed,
                 o.offers_loaded,
                 o.offers_quarantined,
+                o.offers_excluded,
                 o.rows_inserted,
                 o.rows_closed,
                 round(o.fetch_seconds, 1),
@@ -190,6 +201,7 @@ def status() -> None:
                 strftime(finished_at, '%Y-%m-%d %H:%M') as finished_utc,
                 offers_loaded as loaded,
                 offers_quarantined as quarantined,
+                coalesce(excluded::varchar, '{}') as excluded_by_rule,
                 rows_inserted as history_added,
                 rows_closed as history_closed,
                 coalesce(error, '') as error

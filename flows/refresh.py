@@ -219,6 +219,7 @@ def _publish_artifact(summary: RefreshSummary) -> None:
                 "offers_parsed": o.offers_parsed,
                 "offers_loaded": o.offers_loaded,
                 "quarantined": o.offers_quarantined,
+                "excluded_by_rule": o.offers_excluded,
                 "history_rows_added": o.rows_inserted,
                 "history_rows_closed": o.rows_closed,
                 "fetch_seconds": round(o.fetch_seconds, 2),

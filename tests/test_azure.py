@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from connectors import azure
-from connectors.base import LayoutChanged, Offer, RawResponse
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse
 from connectors.http import make_client
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,9 +119,10 @@ def test_duplicate_meters_keep_the_latest_then_the_cheapest() -> None:
     new = item(meterId="new", retailPrice=4.5, effectiveStartDate="2025-01-01T00:00:00Z")
     twin = item(meterId="twin", retailPrice=4.2, effectiveStartDate="2025-01-01T00:00:00Z")
     responses = [page([old, new, twin])]
-    (offer,) = azure.parse(responses)
+    (offer, excluded) = azure.parse(responses)
     assert isinstance(offer, Offer)
     assert offer.provider_data["meter_id"] == "twin"
+    assert excluded == Excluded("duplicate_meter", count=2)
     assert azure.exclusions(responses) == {"duplicate_meter": 2}
 
 

@@ -83,6 +83,9 @@ def test_replay_refresh_loads_every_provider(prefect_harness, home: Path):
         query(home, "select distinct price_source from marts.gpu_offers where provider = 'oci' and is_spot")
     ) == {("estimated",)}
     assert (home / "feeds" / "gpu_offers.v1.parquet").exists()
+    # what the parsers left out on purpose is recorded with the run, by reason
+    (azure_excluded,) = query(home, "select excluded from ops.provider_runs where provider = 'azure'")[0]
+    assert {"low_priority", "windows"} <= set(json.loads(azure_excluded))
     assert query(home, "select count(*) from raw.responses where url like '%key=replay-placeholder%'") == [
         (0,)
     ]

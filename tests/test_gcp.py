@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from connectors import gcp
-from connectors.base import FetchError, LayoutChanged, MissingCredentials, Offer, RawResponse
+from connectors.base import Excluded, FetchError, LayoutChanged, MissingCredentials, Offer, RawResponse
 from connectors.http import Client, make_client
 
 TESTS = Path(__file__).resolve().parent
@@ -382,7 +382,11 @@ def test_real_gpu_capture_alone_builds_no_machine(shared_raw: Path) -> None:
     # The capture kept GPU SKUs only: without core and RAM prices no whole machine can be priced.
     skus = json.loads((shared_raw / "gcp" / "cloudbilling-skus-gpu-filtered-2025-06-17.json").read_bytes())
     response = raw({"skus": skus})
-    assert list(gcp.parse([response])) == []
+    items = list(gcp.parse([response]))
+    assert not any(isinstance(item, Offer) for item in items)
+    # everything left out is said, by reason: here above all machines missing their core and RAM
+    excluded = {item.reason: item.count for item in items if isinstance(item, Excluded)}
+    assert excluded["machine: missing core"] > 0 and excluded["machine: missing ram"] > 0
     summary = gcp.report([response])
     assert summary.offers == {}
     # 39 L4 spot SKUs; two name multi-region or unmapped locations, so 37 regions lack a G2 core

@@ -8,10 +8,12 @@ others and never closes its own offers.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,6 +25,7 @@ from connectors import CONNECTORS
 from connectors.base import (
     Connector,
     ConnectorError,
+    Excluded,
     FetchError,
     LayoutChanged,
     MissingCredentials,
@@ -49,6 +52,7 @@ class ProviderBatch:
     responses: list[RawResponse] = field(default_factory=list)
     offers: list[Offer] = field(default_factory=list)
     unchanged: list[Unchanged] = field(default_factory=list)
+    excluded: Counter[str] = field(default_factory=Counter)
     fetch_seconds: float = 0.0
     error: str | None = None
     hint: str | None = None
@@ -65,6 +69,7 @@ class ProviderOutcome:
     offers_quarantined: int
     rows_inserted: int
     rows_closed: int
+    offers_excluded: int
     fetch_seconds: float
     error: str | None
     hint: str | None
@@ -133,6 +138,8 @@ def collect(
         for item in connector.parse(batch.responses):
             if isinstance(item, Unchanged):
                 batch.unchanged.append(item)
+            elif isinstance(item, Excluded):
+                batch.excluded[item.reason] += item.count
             else:
                 batch.offers.append(item)
     except ConnectorError as exc:
@@ -212,8 +219,8 @@ def land(
         insert into ops.provider_runs (
             run_id, provider, status, started_at, finished_at, fetch_seconds, load_seconds,
             responses, bytes, offers_parsed, offers_quarantined, offers_loaded, offers_carried,
-            rows_inserted, rows_closed, error, hint
-        ) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            rows_inserted, rows_closed, error, hint, excluded
+        ) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         [
             run_id,
@@ -233,6 +240,7 @@ def land(
             result.rows_closed,
             error,
             hint,
+            json.dumps(dict(sorted(batch.excluded.items()))),
         ],
     )
     return ProviderOutcome(
@@ -243,6 +251,7 @@ def land(
         offers_quarantined=result.offers_quarantined,
         rows_inserted=result.rows_inserted,
         rows_closed=result.rows_closed,
+        offers_excluded=sum(batch.excluded.values()),
         fetch_seconds=batch.fetch_seconds,
         error=error,
         hint=hint,
