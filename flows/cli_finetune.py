@@ -61,7 +61,9 @@ TargetsChoice = _choices("TargetsChoice", LoraTargets)
 DEFAULT_METHOD = MethodChoice("lora")
 DEFAULT_SHARDING = ShardingChoice("none")
 DEFAULT_PRECISION = PrecisionChoice("bf16-mixed")
-DEFAULT_OPTIMIZER = OptimizerChoice("adamw")
+# Without --optimizer, each method gets the optimizer of its usual recipe, as in the default job grid
+# (warehouse/seeds/finetune_jobs.csv): QLoRA's paper pairs NF4 with paged 8-bit AdamW.
+METHOD_OPTIMIZER = {"full": "adamw", "lora": "adamw", "qlora": "paged-adamw8bit"}
 DEFAULT_ATTENTION = AttentionChoice("flash")
 DEFAULT_TARGETS = TargetsChoice("all-linear")
 
@@ -115,6 +117,8 @@ def _model(model: str | None, config: Path | None) -> ModelSpec:
 
 def _job(**knobs: Any) -> Job:
     values = {k: v.value if isinstance(v, Enum) else v for k, v in knobs.items()}
+    if values.get("optimizer") is None:
+        values["optimizer"] = METHOD_OPTIMIZER[values["method"]]
     try:
         return Job(**values)
     except ValueError as exc:
@@ -149,7 +153,10 @@ SeqLenOpt = Annotated[int, typer.Option(min=1, help="Sequence length in tokens."
 MicroBatchOpt = Annotated[int, typer.Option(min=1, help="Sequences per GPU per step.")]
 OffloadOpt = Annotated[bool, typer.Option(help="ZeRO CPU offload of optimizer state (needs zero2/zero3).")]
 PrecisionOpt = Annotated[PrecisionChoice, typer.Option(help="bf16 with fp32 master weights, or pure bf16.")]
-OptimizerOpt = Annotated[OptimizerChoice, typer.Option(help="Optimizer (8-bit ones keep 2 B/param).")]
+OptimizerOpt = Annotated[
+    OptimizerChoice | None,
+    typer.Option(help="Optimizer (8-bit ones keep 2 B/param). Default: adamw; paged-adamw8bit for qlora."),
+]
 CheckpointingOpt = Annotated[bool, typer.Option(help="Activation (gradient) checkpointing.")]
 AttentionOpt = Annotated[AttentionChoice, typer.Option(help="FlashAttention/SDPA or eager attention.")]
 RankOpt = Annotated[int, typer.Option(min=1, help="LoRA rank.")]
@@ -167,7 +174,7 @@ def memory(
     sharding: Annotated[ShardingChoice, typer.Option(help="ZeRO stage / FSDP.")] = DEFAULT_SHARDING,
     offload: OffloadOpt = False,
     precision: PrecisionOpt = DEFAULT_PRECISION,
-    optimizer: OptimizerOpt = DEFAULT_OPTIMIZER,
+    optimizer: OptimizerOpt = None,
     grad_checkpointing: CheckpointingOpt = True,
     attention: AttentionOpt = DEFAULT_ATTENTION,
     lora_rank: RankOpt = 16,
@@ -232,7 +239,7 @@ def estimate(
     micro_batch: MicroBatchOpt = 1,
     offload: OffloadOpt = False,
     precision: PrecisionOpt = DEFAULT_PRECISION,
-    optimizer: OptimizerOpt = DEFAULT_OPTIMIZER,
+    optimizer: OptimizerOpt = None,
     grad_checkpointing: CheckpointingOpt = True,
     attention: AttentionOpt = DEFAULT_ATTENTION,
     lora_rank: RankOpt = 16,

@@ -43,10 +43,17 @@ def test_memory_json_equals_the_model() -> None:
     )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
-    expected = memory_per_gpu(load_models()[LLAMA_8B], Job(method="qlora", seq_len=4096), 1)
+    # without --optimizer, QLoRA gets its recipe's paged 8-bit AdamW (as in the default job grid)
+    job = Job(method="qlora", seq_len=4096, optimizer="paged-adamw8bit")
+    expected = memory_per_gpu(load_models()[LLAMA_8B], job, 1)
     assert payload["model_id"] == LLAMA_8B
     assert payload["memory_gb"] == pytest.approx(expected.as_dict())
     assert payload["job"]["method"] == "qlora" and payload["n_gpus"] == 1
+    assert payload["job"]["optimizer"] == "paged-adamw8bit"
+    explicit = runner.invoke(
+        app, ["memory", "--model", "Llama-3.1-8B", "--method", "qlora", "--optimizer", "adamw", "--json"]
+    )
+    assert json.loads(explicit.output)["job"]["optimizer"] == "adamw"
 
 
 def test_memory_sharded_full_json() -> None:
