@@ -324,3 +324,15 @@ def test_validators_remember_files_a_later_run_skipped(con, tmp_path: Path):
         "https://x.test/index": {"etag": '"i2"'},
         "https://x.test/us-east-1": {"etag": '"f1"'},
     }
+
+
+def test_spooled_bodies_move_into_the_archive(con, tmp_path: Path):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    body = spool / "body-1"
+    body.write_bytes(b"x" * 1000)
+    response = RawResponse(url="https://x.test/big", method="GET", status=200, fetched_at=T0, body_path=body)
+    assert land_raw(con, tmp_path / "raw", "r1", "aws", [response]) == 1000
+    assert not body.exists()  # moved, not copied
+    (path,) = con.execute("select payload_path from raw.responses").fetchall()[0]
+    assert (tmp_path / "raw" / path).read_bytes() == b"x" * 1000

@@ -106,10 +106,14 @@ def land_raw(
     provider: str,
     responses: Sequence[RawResponse],
 ) -> int:
-    """Archive bodies (each distinct body stored once) and record the exchanges; bytes archived."""
+    """Archive bodies (each distinct body stored once) and record the exchanges; bytes archived.
+
+    Spooled bodies are moved into the archive, not copied: parse them before landing them.
+    """
     rows = []
     total = 0
     for seq, response in enumerate(responses):
+        size = response.size_bytes  # before a spooled body moves away
         sha = (
             _sha256_file(response.body_path)
             if response.body_path
@@ -121,11 +125,13 @@ def land_raw(
             target.parent.mkdir(parents=True, exist_ok=True)
             partial = target.with_suffix(".part")
             if response.body_path is not None:
-                shutil.copyfile(response.body_path, partial)
+                # a spooled body (an AWS offer file: hundreds of MB) moves in, a rename when the
+                # spool and the archive share a disk; the caller deletes spooled bodies after this
+                shutil.move(response.body_path, partial)
             else:
                 partial.write_bytes(response.body)
             partial.replace(target)
-        total += response.size_bytes
+        total += size
         rows.append(
             (
                 run_id,
@@ -138,7 +144,7 @@ def land_raw(
                 response.fetched_at,
                 response.content_type,
                 json.dumps(dict(response.headers)),
-                response.size_bytes,
+                size,
                 sha,
                 relative.as_posix(),
             )
