@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded
 from connectors.http import Client, request_key
 
 name = "azure"
@@ -166,8 +166,7 @@ def classify_item(item: Mapping[str, Any], currency: str = "USD") -> Offer | Exc
 def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
     offers, counts = _classify(responses)
     yield from offers
-    for reason, count in sorted(counts.items()):
-        yield Excluded(reason, count=count)
+    yield from excluded(counts)
 
 
 def exclusions(responses: Sequence[RawResponse]) -> dict[str, int]:

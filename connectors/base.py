@@ -203,6 +203,13 @@ class Excluded:
     count: int = 1
 
 
+def excluded(counts: Mapping[str, int]) -> Iterator[Excluded]:
+    """One `Excluded` per reason of a reason -> count tally, in a stable order."""
+    for reason, count in sorted(counts.items()):
+        if count:
+            yield Excluded(reason, count=count)
+
+
 @runtime_checkable
 class Connector(Protocol):
     """What every provider module exposes (as module-level `name`, `requires`, `fetch`, `parse`)."""

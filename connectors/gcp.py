@@ -74,6 +74,7 @@ from connectors.base import (
     Offer,
     RawResponse,
     Unchanged,
+    excluded,
 )
 from connectors.http import Client
 
@@ -518,13 +519,11 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
     _, components, skipped = _catalog(responses)
     offers, incomplete = assemble(components, load_shapes())
     yield from offers
-    for reason, count in sorted(Counter(s.reason for s in skipped).items()):
-        yield Excluded(f"sku: {reason}", count=count)
+    yield from excluded(Counter(f"sku: {s.reason}" for s in skipped))
     missing: Counter[str] = Counter()
     for (_machine, _usage, what), regions in incomplete.items():
         missing[f"machine: {what}"] += regions
-    for reason, count in sorted(missing.items()):
-        yield Excluded(reason, count=count)
+    yield from excluded(missing)
 
 
 def report(responses: Sequence[RawResponse]) -> Report:

@@ -41,7 +41,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded
 from connectors.http import Client, request_key
 
 name = "oci"
@@ -197,8 +197,7 @@ def shape_offers(shape: Mapping[str, Any], parts: Mapping[str, GpuPart]) -> list
 def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
     offers, counts = _classify(responses)
     yield from offers
-    for reason, count in sorted(counts.items()):
-        yield Excluded(reason, count=count)
+    yield from excluded(counts)
 
 
 def exclusions(responses: Sequence[RawResponse]) -> dict[str, int]:
