@@ -51,7 +51,7 @@ Scope and quirks handled:
   If-None-Match / If-Modified-Since when the last run kept validators; a 304 yields
   `Unchanged(spot)`. The region index and the advisor are small and always fetched: the index says
   which regions exist, and the advisor's bands belong with whichever spot prices are emitted.
-- Excluded, never published, counted by `exclusions(responses)`: Capacity Block products
+- Excluded, never published, yielded by `parse` as `Excluded`: Capacity Block products
   (`marketoption` CapacityBlock or operation `RunInstances:CB`; their bulk rows are $0 placeholders,
   the real price is dynamic; from CSV only those passing the Linux/Shared/Used prefilter, which is
   all AWS sells, and only products that have an OnDemand row), on-demand rates of $0, negative,
@@ -77,7 +77,6 @@ import csv
 import json
 import math
 import re
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -232,15 +231,6 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
     """On-demand offers per offer file, `Unchanged` for skipped regions, spot offers with bands,
     and an `Excluded` for each product or cell left out (Capacity Blocks, $0 rates, "N/A*")."""
     return _parse(responses)
-
-
-def exclusions(responses: Sequence[RawResponse]) -> Counter[str]:
-    """What parse left out and why ("capacity_block", "zero_price", ...), counted; re-reads files."""
-    counts: Counter[str] = Counter()
-    for item in _parse(responses):
-        if isinstance(item, Excluded):
-            counts[item.reason] += item.count
-    return counts
 
 
 def _parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:

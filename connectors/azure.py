@@ -13,7 +13,7 @@ per region (the API otherwise also returns non-primary duplicates). Pages are `{
 "CustomerEntityId", "Items": [...], "NextPageLink", "Count"}`; `fetch` follows `NextPageLink`
 until it is null.
 
-Quirks handled (each excluded row is counted by `exclusions(responses)`, never silently lost):
+Quirks handled (each excluded row is yielded by `parse` as `Excluded(reason, count)`, never silently lost):
 - Windows meters (`productName` contains "Windows", or "Win" in abbreviated names such as
   "Virtual Machines NCCadsv5 Srs Win") are excluded: we price Linux VMs.
 - Low Priority meters are excluded, never mixed with Spot: Low Priority is a retired Batch/VMSS
@@ -167,11 +167,6 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
     offers, counts = _classify(responses)
     yield from offers
     yield from excluded(counts)
-
-
-def exclusions(responses: Sequence[RawResponse]) -> dict[str, int]:
-    """How many price items `parse` left out, by reason (low_priority, windows, ...)."""
-    return dict(_classify(responses)[1])
 
 
 def _classify(responses: Sequence[RawResponse]) -> tuple[list[Offer], Counter[str]]:

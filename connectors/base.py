@@ -43,7 +43,7 @@ GPU as the provider states it, converted from MiB where the source gives MiB).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -201,6 +201,15 @@ class Excluded:
     reason: str
     detail: str = ""
     count: int = 1
+
+
+def exclusions(items: Iterable[object]) -> dict[str, int]:
+    """Tally the `Excluded` items of a parse by reason: what a connector left out, and how often."""
+    counts: dict[str, int] = {}
+    for item in items:
+        if isinstance(item, Excluded):
+            counts[item.reason] = counts.get(item.reason, 0) + item.count
+    return counts
 
 
 def excluded(counts: Mapping[str, int]) -> Iterator[Excluded]:

@@ -29,7 +29,7 @@ Quirks handled:
   BM.GPU.A100-v2.8 -> "A100"); generation-named shapes (BM.GPU4.8, VM.GPU3.1) do not name the
   model, so it is None there and the instance_types seed resolves the GPU.
 - Hidden or non-ACTIVE shapes and GPU shapes whose part has no USD price are skipped and counted by
-  `exclusions(responses)`. No GPU part or no GPU shape at all raises `LayoutChanged`.
+  `parse` (as `Excluded` items). No GPU part or no GPU shape at all raises `LayoutChanged`.
 """
 
 from __future__ import annotations
@@ -198,11 +198,6 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
     offers, counts = _classify(responses)
     yield from offers
     yield from excluded(counts)
-
-
-def exclusions(responses: Sequence[RawResponse]) -> dict[str, int]:
-    """How many GPU shapes `parse` left out, by reason (hidden, no_gpu_price)."""
-    return dict(_classify(responses)[1])
 
 
 def _classify(responses: Sequence[RawResponse]) -> tuple[list[Offer], Counter[str]]:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from connectors import aws
-from connectors.base import FetchError, LayoutChanged, Offer, RawResponse, Unchanged
+from connectors.base import FetchError, LayoutChanged, Offer, RawResponse, Unchanged, exclusions
 from connectors.http import make_client
 
 REPO = Path(__file__).resolve().parents[1]
@@ -212,7 +212,7 @@ def test_real_us_east_1_p4d_offer(shared_raw: Path) -> None:
     assert p4d.provider_data["sku"] == "H7NGEAC6UEHNTKSJ"
     assert p4d.provider_data["offer_version"] == "20240528203522"
     assert p4d.provider_data["network_performance"] == "400 Gigabit"
-    assert aws.exclusions([response]) == {"capacity_block": 1}
+    assert exclusions(aws.parse([response])) == {"capacity_block": 1}
 
 
 def test_real_us_east_2_sample_has_no_plain_linux_gpu_row(shared_raw: Path) -> None:
@@ -242,7 +242,7 @@ def test_real_spot_js_2013_legacy_names(shared_raw: Path) -> None:
     assert offers["us-east-1", "cg1.4xlarge", "spot"].price_per_hour == 0.346
     assert offers["eu-west-1", "cg1.4xlarge", "spot"].price_per_hour == 0.54
     assert offers["us-east-1", "cg1.4xlarge", "spot"].price_source == "market"
-    assert aws.exclusions([response]) == {"spot_not_available": 6}  # the six "N/A*" regions
+    assert exclusions(aws.parse([response])) == {"spot_not_available": 6}  # the six "N/A*" regions
 
 
 def test_real_spot_js_2014_current_names(shared_raw: Path) -> None:
@@ -340,7 +340,7 @@ def test_replay_fetch_and_parse_the_committed_cassette() -> None:
     # The advisor knows g6.xlarge in eu-west-1, spot.js has no price: no offer is invented.
     assert ("eu-west-1", "g6.xlarge", "spot") not in offers
 
-    assert aws.exclusions(responses) == {"capacity_block": 1, "zero_price": 1, "spot_not_available": 1}
+    assert exclusions(aws.parse(responses)) == {"capacity_block": 1, "zero_price": 1, "spot_not_available": 1}
 
 
 def test_replay_second_run_with_previous_skips_offer_files() -> None:
@@ -475,7 +475,7 @@ def test_reserved_section_is_never_tokenized() -> None:
     body = (text[:cut] + "<<not json>>").encode()
     offers = _offers(aws.parse([_raw(US_EAST_1_JSON_URL, body=body)]))
     assert {o.instance_type for o in offers} == {"p5.48xlarge", "g4dn.xlarge"}
-    assert aws.exclusions([_raw(US_EAST_1_JSON_URL, body=body)])["no_hourly_rate"] == 1
+    assert exclusions(aws.parse([_raw(US_EAST_1_JSON_URL, body=body)]))["no_hourly_rate"] == 1
 
 
 def test_section_reader_stops_after_idle_chunks() -> None:
@@ -520,7 +520,7 @@ def test_csv_and_json_fixtures_of_a_region_give_identical_offers(
     from_csv = [_raw(csv_url, FIXTURES / f"offer-{region}__2026-11-29.csv")]
     json_offers = _sorted(_offers(aws.parse(from_json)))
     assert json_offers and _sorted(_offers(aws.parse(from_csv))) == json_offers
-    assert aws.exclusions(from_csv) == aws.exclusions(from_json)
+    assert exclusions(aws.parse(from_csv)) == exclusions(aws.parse(from_json))
 
 
 def test_csv_parse_reads_the_preamble_and_the_plain_rows() -> None:

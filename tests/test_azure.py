@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from connectors import azure
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, exclusions
 from connectors.http import make_client
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,7 +123,7 @@ def test_duplicate_meters_keep_the_latest_then_the_cheapest() -> None:
     assert isinstance(offer, Offer)
     assert offer.provider_data["meter_id"] == "twin"
     assert excluded == Excluded("duplicate_meter", count=2)
-    assert azure.exclusions(responses) == {"duplicate_meter": 2}
+    assert exclusions(azure.parse(responses)) == {"duplicate_meter": 2}
 
 
 def test_page_without_items_is_a_layout_change() -> None:
@@ -212,7 +212,7 @@ def test_northeurope_capture(shared_raw: Path) -> None:
     assert all(o.price_per_hour != 0.882 for o in offers)
     counts = {t: sum(o.pricing_type == t for o in offers) for t in ("on_demand", "spot")}
     assert counts == {"on_demand": 62, "spot": 55}
-    excluded = azure.exclusions(responses)
+    excluded = exclusions(azure.parse(responses))
     # NM16ads_MA35D is an N-series size with a media accelerator, not a GPU
     assert not any(o.instance_type.startswith(("Standard_NM", "Standard_NP")) for o in offers)
     assert excluded["low_priority"] == 28  # Linux GPU Low Priority meters (+1 NM, excluded as non-GPU)
@@ -235,7 +235,7 @@ def test_eastus_normalized_capture(shared_raw: Path) -> None:
     counts = {t: sum(o.pricing_type == t for o in offers) for t in ("on_demand", "spot")}
     assert counts == {"on_demand": 161, "spot": 161}
     assert all(o.price_per_hour < 1000 for o in offers)  # no reservation total leaked in
-    excluded = azure.exclusions(responses)
+    excluded = exclusions(azure.parse(responses))
     assert (excluded["low_priority"], excluded["windows"], excluded["not_consumption"]) == (123, 445, 814)
     # NCC H100 v5 Windows meters say "Srs Win", not "Windows"; they must not shadow Linux prices.
     assert offers_by_key[("Standard_NCC40adsH100v5", "westeurope", "on_demand")].price_per_hour == 8.9
@@ -297,7 +297,7 @@ def test_replay_cassette_runs_fetch_and_parse_offline() -> None:
         ("Standard_ND96isr_H100_v5", "westeurope", "spot"),
     }
     assert offers[("Standard_ND96isr_H100_v5", "westeurope", "spot")].price_per_hour == 40.271872
-    assert azure.exclusions(responses) == {"low_priority": 1, "windows": 1}
+    assert exclusions(azure.parse(responses)) == {"low_priority": 1, "windows": 1}
 
 
 def test_fixture_pages_are_small_and_documented_shape() -> None:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from connectors import oci
-from connectors.base import LayoutChanged, Offer, RawResponse
+from connectors.base import LayoutChanged, Offer, RawResponse, exclusions
 from connectors.http import make_client
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def test_fixture_offers() -> None:
         ("VM.GPU.A10.1", "spot"),
         ("BM.GPU4.8", "on_demand"),
     }
-    assert oci.exclusions(parsed) == {"no_gpu_price": 1, "hidden": 1}
+    assert exclusions(oci.parse(parsed)) == {"no_gpu_price": 1, "hidden": 1}
 
 
 def test_preemptible_is_never_a_market_price() -> None:
