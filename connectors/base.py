@@ -17,6 +17,7 @@ Errors (all subclass `ConnectorError`)::
     └── FetchError            the provider could not be fetched (after the HTTP layer's retries)
         ├── Unreachable       no connection at all: DNS, refused, connect timeout
         ├── ResponseTooLarge  a body exceeded the size cap
+        ├── DeadlineExceeded  a request or a whole provider passed its overall deadline
         └── ReplayMiss        replay mode met a request the cassette has no answer for
 
 A module may also declare `optional: tuple[str, ...]`: credentials it uses when they are set (a
@@ -34,7 +35,31 @@ that look like offers but are invalid (NaN price, unknown currency) are yielded 
 warehouse quarantines them.
 
 An unknown GPU name is *not* an error: the offer lands with its raw name and shows up in the
-unmapped-GPU report.
+unmapped-GPU report. Never filter rows by an allow-list of known GPUs or instance families: a
+new family must land (unmapped), not vanish.
+
+Scopes. A provider's answer covers parts that fail on their own: an AWS region's offer file, the
+AWS spot feed, an Azure region, RunPod's secure vs community cloud, one section of a pricing page.
+Every `Offer` names the part it came from in `scope` (a short string; when left `None` it is
+`"<pricing_type>:<region>"`, see `Offer.scope_name`). The warehouse guards each scope against its
+own last good load: a scope that comes back empty, vanishes, or shrinks past the connector's
+`shrink_limit` (module attribute, default `SHRINK_LIMIT`: the share of a scope's offers that may
+disappear in one run) keeps its last good prices and marks the provider run `degraded`, while the
+healthy scopes load. So choose scopes that succeed or fail together: one fetched body, or one
+table of a page. A marketplace, whose per-country offer counts swing from minute to minute,
+declares one scope for the whole market (a drop to zero is still caught) and a laxer
+`shrink_limit`.
+
+Wrong rows. A row whose price is wrong or missing (NaN, $0, negative, absurd, unknown currency,
+or a required price key absent: a renamed key must not read as "not offered") is still yielded,
+as an `Offer` whose `problem` says what is wrong (use `math.nan` for a price that could not be
+read). The warehouse quarantines it with its raw values and keeps that offer's last good price.
+A rule-based omission is `Excluded`; a wrong row is a flagged `Offer`: never both, never neither.
+
+Units. Parsers read prices in whatever unit the source publishes and convert them once, with
+`per_hour(amount, unit)`; per GPU vs per instance is settled in the parser (an offer's price is
+always for the whole instance, `gpu_count` GPUs). Currencies stay as published: the warehouse
+converts to USD from `core.fx_rates` (loaded from `FxRate` items, see `connectors.ecb`).
 
 Units live in field names (`price_per_hour` is in `currency` per hour; `gpu_memory_gb_raw` is GB per
 GPU as the provider states it, converted from MiB where the source gives MiB).
@@ -45,7 +70,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, Protocol, runtime_checkable
 
@@ -55,6 +80,19 @@ BillingUnit = Literal["second", "minute", "hour"]
 
 PRICING_TYPES: tuple[PricingType, ...] = ("on_demand", "spot")
 PRICE_SOURCES: tuple[PriceSource, ...] = ("list", "market", "estimated")
+# Share of a scope's offers that may vanish in one run before the scope is held as degraded.
+SHRINK_LIMIT = 0.5
+# Hours per unit a price may be published in. A month is 730 h (8760 h / 12), the convention of
+# AWS, Google Cloud and Azure price calculators; a provider that bills another month says so in
+# its own module.
+HOURS_PER_UNIT: Mapping[str, float] = {
+    "second": 1 / 3600,
+    "minute": 1 / 60,
+    "hour": 1.0,
+    "day": 24.0,
+    "week": 168.0,
+    "month": 730.0,
+}
 
 
 class ConnectorError(Exception):
@@ -89,6 +127,10 @@ class Unreachable(FetchError):
 
 class ResponseTooLarge(FetchError):
     """A response body exceeded the client's size cap."""
+
+
+class DeadlineExceeded(FetchError):
+    """A request, or everything one provider fetches, took longer than its overall deadline."""
 
 
 class ReplayMiss(FetchError):
@@ -169,6 +211,8 @@ class Offer:
     billing_unit: BillingUnit | None = None  # only when the source states it
     available: bool | None = None
     provider_data: Mapping[str, Any] = field(default_factory=dict)
+    scope: str | None = None  # the part of the answer it came from; None = "<pricing_type>:<region>"
+    problem: str | None = None  # set by a parser that knows the row is wrong: it is quarantined
 
     def __post_init__(self) -> None:
         if self.pricing_type not in PRICING_TYPES:
@@ -179,6 +223,11 @@ class Offer:
     @property
     def key(self) -> tuple[str, str, str, str | None, str]:
         return (self.provider, self.instance_type, self.region, self.zone, self.pricing_type)
+
+    @property
+    def scope_name(self) -> str:
+        """The scope the guards compare against its last good load (see the module docstring)."""
+        return self.scope or f"{self.pricing_type}:{self.region}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +250,27 @@ class Excluded:
     reason: str
     detail: str = ""
     count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FxRate:
+    """A reference exchange rate: one `currency` is worth `usd_per_unit` US dollars on `rate_date`."""
+
+    currency: str
+    rate_date: date
+    usd_per_unit: float
+    source: str
+
+
+def per_hour(amount: float, unit: str) -> float:
+    """A price per `unit` (second, minute, hour, day, week, month) as a price per hour.
+
+    The one place prices change time unit; a unit it does not know is a parser bug, not a guess.
+    """
+    try:
+        return amount / HOURS_PER_UNIT[unit]
+    except KeyError:
+        raise ValueError(f"unknown price unit {unit!r}; expected one of {sorted(HOURS_PER_UNIT)}") from None
 
 
 def exclusions(items: Iterable[object]) -> dict[str, int]:
@@ -233,7 +303,7 @@ class Connector(Protocol):
         previous: Mapping[str, Mapping[str, str]] | None = None,
     ) -> Iterator[RawResponse]: ...
 
-    def parse(self, responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]: ...
+    def parse(self, responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded | FxRate]: ...
 
 
 def missing_credentials(connector: Connector, env: Mapping[str, str]) -> tuple[str, ...]:

@@ -11,10 +11,19 @@ which returns a `RawResponse`. The behaviour lives in a stack of transports, eac
     HTTPTransport | ReplayTransport (replay=DIR) serves exchanges from a cassette; a request it has
                          no answer for raises `ReplayMiss` instead of touching the network
 
-Retries live here, once; flows do not retry providers again.
+Retries live here, once; flows do not retry providers again. A body that breaks off mid-way
+(connection dropped, peer closed early) is retried like a connection error, and a failed download
+leaves no partial spool file behind.
+
+Deadlines, not only timeouts: httpx's read timeout restarts with every chunk, so a server that drips
+a byte a second would hold a run forever. Every request has an overall deadline
+(`request_deadline` seconds, from the first attempt to the last byte, retries and their waits
+included), and `provider_deadline(seconds)` bounds everything one provider fetches (a context
+manager the pipeline wraps around each connector's fetch). Passing either raises `DeadlineExceeded`.
 
 Secrets: the client is given the credential values it may see. They are replaced by `***` in every
-URL, request body and header it records or returns, so a cassette or raw payload never holds a key,
+URL, request body, header, response body and error message it records or returns (a 403 that
+quotes the key, a GraphQL error echoing a header), so a cassette or raw payload never holds a key,
 and replay works without credentials (a connector in replay mode is handed placeholder values that
 are redacted the same way, so its requests match the recorded ones).
 
@@ -38,6 +47,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,7 +56,14 @@ from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlu
 
 import httpx
 
-from connectors.base import FetchError, RawResponse, ReplayMiss, ResponseTooLarge, Unreachable
+from connectors.base import (
+    DeadlineExceeded,
+    FetchError,
+    RawResponse,
+    ReplayMiss,
+    ResponseTooLarge,
+    Unreachable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +71,8 @@ USER_AGENT = "gpucost/0.1 (+https://github.com/gpucost/gpucost; GPU price catalo
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_BYTES_EXTENSION = "gpucost_max_bytes"
+DEADLINE_EXTENSION = "gpucost_deadline"  # time.monotonic() by which the request must be done
+DEFAULT_REQUEST_DEADLINE = 600.0  # an AWS offer file is hundreds of MB: minutes on a slow link
 REDACTED = "***"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # Headers worth keeping with a raw response: they explain it or let us revalidate it.
@@ -68,13 +88,71 @@ KEPT_HEADERS = (
 _CHUNK = 1024 * 1024
 
 
+def _forms(secrets: Iterable[str]) -> list[str]:
+    forms = {form for s in secrets if s for form in (s, quote(s, safe=""), quote_plus(s))}
+    return sorted(forms, key=len, reverse=True)  # longest first: a form may contain another
+
+
 def redact(text: str, secrets: Iterable[str]) -> str:
     """Replace each secret, as written and as a URL would encode it, with `***`."""
-    for secret in secrets:
-        if secret:
-            for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
-                text = text.replace(form, REDACTED)
+    for form in _forms(secrets):
+        text = text.replace(form, REDACTED)
     return text
+
+
+def redact_bytes(body: bytes, secrets: Iterable[str]) -> bytes:
+    """`redact` for a body, byte for byte everywhere else."""
+    for form in _forms(secrets):
+        body = body.replace(form.encode(), REDACTED.encode())
+    return body
+
+
+class _StreamRedactor:
+    """Redacts secrets from a stream of chunks, holding back a tail so none is split unseen."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self._forms = [f.encode() for f in _forms(secrets)]
+        self._keep = max((len(f) for f in self._forms), default=1) - 1
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        if not self._forms:
+            return chunk
+        data = self._pending + chunk
+        for form in self._forms:
+            data = data.replace(form, REDACTED.encode())
+        cut = max(0, len(data) - self._keep)
+        self._pending = data[cut:]
+        return data[:cut]
+
+    def flush(self) -> bytes:
+        rest, self._pending = self._pending, b""
+        return rest
+
+
+_provider_deadline: ContextVar[float | None] = ContextVar("gpucost_provider_deadline", default=None)
+
+
+@contextmanager
+def provider_deadline(seconds: float | None) -> Iterator[None]:
+    """Bound every request made inside the block (one provider's fetch) to `seconds` in all."""
+    if seconds is None:
+        yield
+        return
+    token = _provider_deadline.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _provider_deadline.reset(token)
+
+
+def _check_deadline(deadline: float | None, what: str) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise DeadlineExceeded(
+            f"{what}: passed its deadline (a slow or stalled server); raise "
+            "GPUCOST_HTTP_REQUEST_DEADLINE_SECONDS or GPUCOST_PROVIDER_DEADLINE_SECONDS if the source is "
+            "really this slow"
+        )
 
 
 def request_key(method: str, url: str, body: bytes | str | None) -> str:
@@ -229,22 +307,33 @@ class RetryTransport(httpx.BaseTransport):
         base = self._backoff * (2**attempt)
         return min(base * random.uniform(0.5, 1.5), self._max_delay)
 
+    def _time_left(self, request: httpx.Request, delay: float) -> bool:
+        deadline = request.extensions.get(DEADLINE_EXTENSION)
+        return deadline is None or time.monotonic() + delay < deadline
+
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         attempt = 0
         while True:
             try:
                 response = self._inner.handle_request(request)
             except httpx.TransportError as exc:
-                if isinstance(exc, httpx.UnsupportedProtocol) or attempt >= self._retries:
+                delay = self._delay(attempt, None)
+                if (
+                    isinstance(exc, httpx.UnsupportedProtocol)
+                    or attempt >= self._retries
+                    or not self._time_left(request, delay)
+                ):
                     raise
-                self._sleep(self._delay(attempt, None))
+                self._sleep(delay)
                 attempt += 1
                 continue
             if response.status_code not in RETRY_STATUSES or attempt >= self._retries:
                 return response
-            wait = retry_after_seconds(response.headers.get("retry-after"))
+            delay = self._delay(attempt, retry_after_seconds(response.headers.get("retry-after")))
+            if not self._time_left(request, delay):
+                return response  # no time for another try: the caller sees the 429/5xx
             response.close()
-            self._sleep(self._delay(attempt, wait))
+            self._sleep(delay)
             attempt += 1
 
     def close(self) -> None:
@@ -386,6 +475,35 @@ class Client(httpx.Client):
     secrets: frozenset[str]
     spool_dir: Path
     mode: str
+    request_deadline: float
+    retries: int
+    backoff: float
+    sleep: Callable[[float], None]
+
+    def _read_body(
+        self, response: httpx.Response, *, spool: bool, deadline: float, what: str
+    ) -> tuple[bytes, Path | None]:
+        """The body, redacted, in memory or spooled to a file; a failure leaves no file behind."""
+        redactor = _StreamRedactor(self.secrets)
+        if not spool:
+            chunks = []
+            for chunk in response.iter_bytes():
+                _check_deadline(deadline, what)
+                chunks.append(redactor.feed(chunk))
+            return b"".join(chunks) + redactor.flush(), None
+        self.spool_dir.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix="body-", dir=self.spool_dir)
+        body_path = Path(name)
+        try:
+            with open(fd, "wb") as out:  # noqa: PTH123 - mkstemp hands us a descriptor
+                for chunk in response.iter_bytes():  # as they arrive: re-chunking costs a copy
+                    _check_deadline(deadline, what)
+                    out.write(redactor.feed(chunk))
+                out.write(redactor.flush())
+        except BaseException:
+            body_path.unlink(missing_ok=True)
+            raise
+        return b"", body_path
 
     def fetch(
         self,
@@ -406,7 +524,14 @@ class Client(httpx.Client):
         429/5xx), unless it is in `ok_statuses`. 304 Not Modified is returned as is. With
         `spool=True` the body is streamed to a file under `spool_dir` instead of memory.
         """
-        extensions = {MAX_BYTES_EXTENSION: max_bytes} if max_bytes is not None else None
+        started = time.monotonic()
+        deadline = started + self.request_deadline
+        overall = _provider_deadline.get()
+        if overall is not None:
+            deadline = min(deadline, overall)
+        extensions: dict[str, Any] = {DEADLINE_EXTENSION: deadline}
+        if max_bytes is not None:
+            extensions[MAX_BYTES_EXTENSION] = max_bytes
         request = self.build_request(
             method,
             url,
@@ -417,38 +542,45 @@ class Client(httpx.Client):
             extensions=extensions,
         )
         safe_url = redact(str(request.url), self.secrets)
-        fetched_at = datetime.now(UTC)
-        try:
-            response = self.send(request, stream=True)
-        except httpx.TransportError as exc:
-            error = Unreachable if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) else FetchError
-            raise error(
-                f"{method} {safe_url}: {type(exc).__name__}: {redact(str(exc), self.secrets)}"
-            ) from None
-        try:
-            body = b""
-            body_path: Path | None = None
-            if spool:
-                self.spool_dir.mkdir(parents=True, exist_ok=True)
-                fd, name = tempfile.mkstemp(prefix="body-", dir=self.spool_dir)
-                body_path = Path(name)
-                with open(fd, "wb") as out:  # noqa: PTH123 - mkstemp hands us a descriptor
-                    for chunk in response.iter_bytes():  # as they arrive: re-chunking costs a copy
-                        out.write(chunk)
-            else:
-                body = response.read()
-        except httpx.TransportError as exc:
-            raise FetchError(f"{method} {safe_url}: {type(exc).__name__} while reading body") from None
-        finally:
-            response.close()
+        what = f"{method.upper()} {safe_url}"
+        attempt = 0
+        while True:
+            _check_deadline(deadline, what)
+            fetched_at = datetime.now(UTC)
+            try:
+                response = self.send(request, stream=True)
+            except httpx.TransportError as exc:
+                if isinstance(exc, httpx.TimeoutException) and time.monotonic() > deadline:
+                    _check_deadline(deadline, what)
+                error = (
+                    Unreachable if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) else FetchError
+                )
+                raise error(f"{what}: {type(exc).__name__}: {redact(str(exc), self.secrets)}") from None
+            try:
+                body, body_path = self._read_body(response, spool=spool, deadline=deadline, what=what)
+                break
+            except httpx.TransportError as exc:
+                # the body broke off mid-way (dropped connection, peer closed early): like a
+                # connection error, worth another try while retries and time are left
+                if attempt >= self.retries:
+                    raise FetchError(
+                        f"{what}: {type(exc).__name__} while reading the body, {attempt + 1} attempts"
+                    ) from None
+                delay = min(self.backoff * (2**attempt) * random.uniform(0.5, 1.5), 60.0)
+                if time.monotonic() + delay > deadline:
+                    _check_deadline(float("-inf"), what)
+                self.sleep(delay)
+                attempt += 1
+            finally:
+                response.close()
         status = response.status_code
         if status >= 400 and status not in set(ok_statuses):
-            excerpt = redact(body[:300].decode("utf-8", "replace"), self.secrets).strip()
+            excerpt = body[:300].decode("utf-8", "replace").strip()
             if body_path is not None:
                 body_path.unlink(missing_ok=True)
-            raise FetchError(f"{method} {safe_url} answered HTTP {status}: {excerpt or '(empty body)'}")
+            raise FetchError(f"{what} answered HTTP {status}: {excerpt or '(empty body)'}")
         request_body = request.content or None
-        elapsed = (datetime.now(UTC) - fetched_at).total_seconds()
+        elapsed = time.monotonic() - started
         size = body_path.stat().st_size if body_path is not None else len(body)
         # large (spooled) downloads are the long part of a run: say each one as it lands
         log.log(
@@ -494,6 +626,7 @@ def make_client(
     sleep: Callable[[float], None] = time.sleep,
     spool_dir: Path | None = None,
     transport: httpx.BaseTransport | None = None,
+    request_deadline: float = DEFAULT_REQUEST_DEADLINE,
 ) -> Client:
     """The one client factory. `transport` replaces the network layer (tests pass a MockTransport)."""
     if record is not None and replay is not None:
@@ -521,6 +654,10 @@ def make_client(
     client.secrets = secret_set
     client.spool_dir = spool_dir or Path(tempfile.gettempdir()) / "gpucost-spool"
     client.mode = "replay" if replay is not None else "record" if record is not None else "live"
+    client.request_deadline = request_deadline
+    client.retries = retries
+    client.backoff = backoff
+    client.sleep = sleep
     return client
 
 
@@ -533,7 +670,9 @@ def remove_spooled(response: RawResponse) -> None:
 __all__ = [
     "Client",
     "make_client",
+    "provider_deadline",
     "redact",
+    "redact_bytes",
     "remove_spooled",
     "request_key",
     "retry_after_seconds",

@@ -2,11 +2,21 @@
 
 Thin on purpose: every step is a function in `warehouse.pipeline` / `warehouse.marts` /
 `warehouse.export`, testable without Prefect. Retries live in the HTTP client, not here.
+
+The warehouse is opened for writing twice, briefly: to record the run's start (and read the
+validators of earlier fetches), and after every provider has been fetched and parsed, to land
+them. During the downloads it is closed, so `gpucost sql`, `estimate` and `status` answer.
+
+Final states, for Prefect automations: `Completed` when every provider loaded cleanly (or was
+skipped for missing credentials); `Completed` named **`Partial`** when some loaded and some
+failed, were rejected or degraded (alert on the flow-run state name `Partial`); `Failed` when
+nothing loaded. `--replay` writes to its own warehouse and feeds under `$GPUCOST_HOME/replay/`.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,18 +28,21 @@ from prefect.artifacts import create_table_artifact
 from prefect.blocks.system import Secret
 from prefect.cache_policies import NO_CACHE
 from prefect.context import get_run_context
+from prefect.states import Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from connectors.base import Connector
 from connectors.http import Client, make_client
 from warehouse import finetune
-from warehouse.db import Settings, open_warehouse
+from warehouse.db import Settings, check_mode, open_warehouse, open_warehouse_when_free
 from warehouse.export import write_feeds
-from warehouse.load import previous_validators
+from warehouse.load import Guards, previous_validators
 from warehouse.marts import build_marts
 from warehouse.pipeline import (
+    NOT_CLEAN,
     ProviderBatch,
     ProviderOutcome,
+    clear_spool,
     collect,
     credentials_for,
     environment,
@@ -60,6 +73,10 @@ class RefreshSummary:
     def failed(self) -> list[ProviderOutcome]:
         return [o for o in self.outcomes if o.status in ("failed", "rejected")]
 
+    @property
+    def degraded(self) -> list[ProviderOutcome]:
+        return [o for o in self.outcomes if o.status == "degraded"]
+
 
 def block_name(variable: str) -> str:
     """The Prefect Secret block a credential may live in: GOOGLE_API_KEY -> google-api-key."""
@@ -83,9 +100,13 @@ def secrets_from_blocks(variables: list[str]) -> dict[str, str]:
 
 @task(name="fetch_provider", cache_policy=NO_CACHE)
 def fetch_provider(
-    connector: Connector, client: Client, creds: dict[str, str], previous: dict[str, dict[str, str]]
+    connector: Connector,
+    client: Client,
+    creds: dict[str, str],
+    previous: dict[str, dict[str, str]],
+    deadline_seconds: float,
 ) -> ProviderBatch:
-    batch = collect(connector, client, creds, previous)
+    batch = collect(connector, client, creds, previous, deadline_seconds=deadline_seconds)
     logger = get_run_logger()
     if batch.status == "fetched":
         logger.info(
@@ -102,10 +123,8 @@ def fetch_provider(
 
 
 @task(name="load_offers", cache_policy=NO_CACHE)
-def load_provider(
-    con, raw_root: Path, run_id: str, batch: ProviderBatch, accept_shrink: bool
-) -> ProviderOutcome:
-    outcome = land(con, raw_root, run_id, batch, accept_shrink=accept_shrink)
+def load_provider(con, raw_root: Path, run_id: str, batch: ProviderBatch, guards: Guards) -> ProviderOutcome:
+    outcome = land(con, raw_root, run_id, batch, guards=guards)
     get_run_logger().info(
         "%s: %s, %d loaded, %d quarantined, +%d/-%d history rows",
         outcome.provider,
@@ -134,24 +153,37 @@ def refresh(
     replay: str | None = None,
     record: str | None = None,
     accept_shrink: bool = False,
+    accept_changes: bool = False,
     home: str | None = None,
     feeds_dir: str | None = None,
-) -> RefreshSummary:
+) -> State:
     """Scrape providers into the warehouse, rebuild marts and feeds.
 
     providers: slugs to refresh (default: every registered connector).
-    replay: a cassette directory to serve every HTTP exchange from (offline, recorded sample data).
+    replay: a cassette directory to serve every HTTP exchange from (offline, recorded sample data);
+        the run writes to `$GPUCOST_HOME/replay/`, never to the live warehouse.
     record: a directory to record every HTTP exchange into.
+    accept_shrink / accept_changes: publish scopes that shrank and price jumps the guards would hold.
     """
     started = time.perf_counter()
     logger = get_run_logger()
     settings = Settings()
-    home_dir = Path(home) if home else settings.home
-    out_dir = Path(feeds_dir) if feeds_dir else settings.feeds_dir
+    home_dir = Path(home) if home else settings.replay_home if replay else settings.home
+    out_dir = Path(feeds_dir) if feeds_dir else home_dir / "feeds" if replay else settings.feeds_dir
     mode = "replay" if replay else "record" if record else "live"
     connectors = select_connectors(providers)
     if replay:
-        logger.warning("replay mode: prices come from the recorded sample data in %s, not live APIs", replay)
+        logger.warning(
+            "replay mode: prices come from the recorded sample data in %s, not live APIs; writing to %s",
+            replay,
+            home_dir,
+        )
+    guards = Guards(
+        jump_factor=settings.price_jump_factor,
+        max_usd_per_gpu_hour=settings.max_usd_per_gpu_hour,
+        accept_shrink=accept_shrink,
+        accept_changes=accept_changes or settings.accept_changes,
+    )
 
     env = environment()
     if not replay:
@@ -160,7 +192,23 @@ def refresh(
     creds = {c.name: credentials_for(c, env, replay=bool(replay)) for c in connectors}
     secrets = [s for _, values in creds.values() for s in values]
     run_id = new_run_id(datetime.now(UTC))
-    con = open_warehouse(home_dir / settings.warehouse_path.name)
+    warehouse_path = home_dir / settings.warehouse_path.name
+    spool_root = home_dir / "spool"
+
+    # 1. a short write: record the run's start; read what earlier fetches validated
+    con = open_warehouse(warehouse_path)
+    try:
+        check_mode(con, mode, warehouse_path)
+        flow_run_id = str(get_run_context().flow_run.id)  # type: ignore[union-attr]
+        start_run(con, run_id, mode, [c.name for c in connectors], flow_run_id)
+        running = [
+            r for (r,) in con.execute("select run_id from ops.runs where status = 'running'").fetchall()
+        ]
+        previous = {c.name: previous_validators(con, c.name) for c in connectors}
+    finally:
+        con.close()
+    clear_spool(spool_root, keep=running)
+
     client = make_client(
         secrets=secrets,
         timeout=httpx.Timeout(settings.http_timeout_seconds, connect=10.0),
@@ -169,20 +217,26 @@ def refresh(
         per_host=settings.http_per_host,
         replay=Path(replay) if replay else None,
         record=Path(record) if record else None,
-        spool_dir=home_dir / "spool",
+        spool_dir=spool_root / run_id,
+        request_deadline=settings.http_request_deadline_seconds,
     )
     outcomes: list[ProviderOutcome] = []
     summary = RefreshSummary(run_id=run_id, status="failed", mode=mode, outcomes=outcomes)
+    con = None
     try:
-        flow_run_id = str(get_run_context().flow_run.id)  # type: ignore[union-attr]
-        start_run(con, run_id, mode, [c.name for c in connectors], flow_run_id)
+        # 2. fetch and parse every provider, concurrently, with the warehouse closed
         futures = [
-            fetch_provider.submit(c, client, creds[c.name][0], previous_validators(con, c.name))
+            fetch_provider.submit(
+                c, client, creds[c.name][0], previous[c.name], settings.provider_deadline_seconds
+            )
             for c in connectors
         ]
-        # One writer: load each provider in turn, as its fetch completes, in registry order.
-        for future in futures:
-            outcomes.append(load_provider(con, home_dir / "raw", run_id, future.result(), accept_shrink))
+        batches = [future.result() for future in futures]
+        # 3. one writer: reference rates first (prices in other currencies use them), then offers
+        con = open_warehouse_when_free(warehouse_path)
+        for batch in sorted(batches, key=lambda b: not b.fx_rates):
+            outcomes.append(load_provider(con, home_dir / "raw", run_id, batch, guards))
+        outcomes.sort(key=lambda o: [c.name for c in connectors].index(o.provider))
         summary.mart_rows = build_marts_task(con)
         con.execute("update ops.runs set marts_built_at = ? where run_id = ?", [datetime.now(UTC), run_id])
         summary.feeds = write_feeds_task(con, out_dir)
@@ -199,14 +253,31 @@ def refresh(
         )
         summary.cheapest = [dict(zip(cheapest.columns, row, strict=True)) for row in cheapest.fetchall()]
     except BaseException as exc:
+        if con is None:
+            con = open_warehouse_when_free(warehouse_path)
         finish_run(con, run_id, outcomes, error=f"{type(exc).__name__}: {exc}")
         raise
     finally:
         client.close()
-        con.close()
+        if con is not None:
+            con.close()
+        shutil.rmtree(spool_root / run_id, ignore_errors=True)
     summary.pipeline_seconds = time.perf_counter() - started
     _publish_artifact(summary)
-    return summary
+    return final_state(summary)
+
+
+def final_state(summary: RefreshSummary) -> State:
+    """The flow run's state: what a Prefect automation alerts on (see the module docstring)."""
+    bad = [o for o in summary.outcomes if o.status in NOT_CLEAN]
+    names = ", ".join(f"{o.provider} {o.status}" for o in bad)
+    if summary.status == "failed":
+        return Failed(message=f"nothing loaded: {names or 'no provider ran'}", data=summary)
+    if summary.status == "partial":
+        return Completed(
+            name="Partial", message=f"some providers did not load cleanly: {names}", data=summary
+        )
+    return Completed(message=f"{len(summary.outcomes)} providers refreshed", data=summary)
 
 
 def _publish_artifact(summary: RefreshSummary) -> None:
@@ -223,12 +294,14 @@ def _publish_artifact(summary: RefreshSummary) -> None:
                 "history_rows_added": o.rows_inserted,
                 "history_rows_closed": o.rows_closed,
                 "fetch_seconds": round(o.fetch_seconds, 2),
+                "held_scopes": ", ".join(o.held_scopes),
                 "error": o.error or "",
                 "what_to_do": o.hint or "",
             }
             for o in summary.outcomes
         ],
-        description=f"gpucost refresh {summary.run_id} ({summary.mode}): {summary.status}",
+        description=f"gpucost refresh {summary.run_id} ({summary.mode}): {summary.status}"
+        + (" (replay: recorded sample data, not live prices)" if summary.mode == "replay" else ""),
     )
     if summary.cheapest:
         create_table_artifact(

@@ -14,10 +14,13 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
+from connectors import CONNECTORS
 from tests.conftest import REPO
 
 REPLAY = REPO / "tests" / "replay"
-PROVIDERS = ("azure", "runpod", "oci", "aws", "gcp")
+PROVIDERS = tuple(CONNECTORS)
+# providers whose replay cassette holds spot prices (the others' sources publish none)
+WITH_SPOT = ("azure", "runpod", "oci", "aws", "gcp")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,8 @@ def _fast_retries(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
 
 
 def query(home: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    """Read the replay warehouse: `--replay` writes under $GPUCOST_HOME/replay/, never the live one."""
+    con = duckdb.connect(str(home / "replay" / "warehouse.duckdb"), read_only=True)
     try:
         return con.execute(sql).fetchall()
     finally:
@@ -62,6 +66,7 @@ def test_replay_refresh_loads_every_provider(prefect_harness, home: Path):
     assert summary.status == "ok", [(o.provider, o.error) for o in summary.outcomes]
     assert [o.provider for o in summary.outcomes] == list(PROVIDERS)
     assert all(o.offers_loaded > 0 for o in summary.outcomes)
+    assert all(o.provider == p for o, p in zip(summary.outcomes, PROVIDERS, strict=True))
 
     offers = dict(
         ((p, t), n)
@@ -69,8 +74,9 @@ def test_replay_refresh_loads_every_provider(prefect_harness, home: Path):
             home, "select provider, pricing_type, count(*) from marts.gpu_offers group by all"
         )
     )
-    for provider in PROVIDERS:
+    for provider in WITH_SPOT:
         assert offers[(provider, "on_demand")] > 0 and offers[(provider, "spot")] > 0, provider
+    assert not (home / "warehouse.duckdb").exists(), "a replay must not create the live warehouse"
     # canonical names and VRAM, not the raw labels
     assert query(
         home,
@@ -82,7 +88,7 @@ def test_replay_refresh_loads_every_provider(prefect_harness, home: Path):
     assert set(
         query(home, "select distinct price_source from marts.gpu_offers where provider = 'oci' and is_spot")
     ) == {("estimated",)}
-    assert (home / "feeds" / "gpu_offers.v1.parquet").exists()
+    assert (home / "replay" / "feeds" / "gpu_offers.v1.parquet").exists()
     # what the parsers left out on purpose is recorded with the run, by reason
     (azure_excluded,) = query(home, "select excluded from ops.provider_runs where provider = 'azure'")[0]
     assert {"low_priority", "windows"} <= set(json.loads(azure_excluded))
@@ -158,7 +164,7 @@ def test_one_provider_answering_500_keeps_its_prices_and_fails_the_command(
             "where run_id = (select run_id from ops.runs order by started_at desc limit 1)",
         )
     )
-    assert status == {"azure": "ok", "runpod": "failed", "oci": "ok", "aws": "ok", "gcp": "ok"}
+    assert status == {p: "failed" if p == "runpod" else "ok" for p in PROVIDERS}
     assert (
         query(home, "select count(*) from core.offer_prices where provider = 'runpod' and valid_to is null")
         == runpod_before
@@ -174,8 +180,10 @@ def test_cli_sql_status_export(prefect_harness, home: Path, tmp_path: Path):
         app, ["sql", "select provider, count(*) as n from marts.gpu_offers group by 1 order by 1", "--csv"]
     )
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[0] == "provider,n"
-    assert {line.split(",")[0] for line in result.output.splitlines()[1:]} == set(PROVIDERS)
+    assert result.stdout.splitlines()[0] == "provider,n"
+    assert {line.split(",")[0] for line in result.stdout.splitlines()[1:]} == set(PROVIDERS) - {"ecb"}
+    # the only warehouse is the replay one: every answer from it says it is sample data
+    assert "sample data" in result.stderr
 
     result = runner.invoke(app, ["sql", "create table marts.x as select 1"])
     assert result.exit_code == 1 and "read-only" in result.output.lower()
@@ -192,8 +200,8 @@ def test_unknown_provider_is_a_clear_error(prefect_harness, home: Path):
     from flows.cli import app
 
     result = CliRunner().invoke(app, ["refresh", "--providers", "nope", "--replay", str(REPLAY)])
-    assert result.exit_code == 1
-    assert "unknown provider(s) nope; choose from azure, runpod, oci, aws, gcp" in result.output
+    assert result.exit_code == 2
+    assert f"unknown provider(s) nope; choose from {', '.join(CONNECTORS)}" in result.output
 
 
 def test_gcp_without_key_is_skipped_not_failed(prefect_harness, home: Path):

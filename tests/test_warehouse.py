@@ -147,7 +147,7 @@ def test_invalid_rows_are_quarantined_with_a_reason(con):
     assert reasons == {
         "zero or negative price": 2,
         "price is not a finite number": 1,
-        "unknown currency 'EUR' (no USD rate)": 1,
+        "unknown currency 'EUR' (no rate in core.fx_rates)": 1,
         "duplicate offer key in one batch": 1,
     }
     quarantined = json.loads(

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,6 +41,13 @@ class Settings(BaseSettings):
     http_retries: int = 4
     http_backoff_seconds: float = 0.5  # first retry waits about this long, then doubles
     http_per_host: int = 4
+    # overall limits, retries and waits included: a slow-drip server cannot hold a run forever
+    http_request_deadline_seconds: float = 600.0
+    provider_deadline_seconds: float = 1800.0
+    # guards (warehouse/load.py): a price moving more than this factor either way is held
+    price_jump_factor: float = 3.0
+    max_usd_per_gpu_hour: float = 2000.0
+    accept_changes: bool = False  # publish held price jumps (the CLI's --accept-changes)
 
     @property
     def warehouse_path(self) -> Path:
@@ -48,6 +56,11 @@ class Settings(BaseSettings):
     @property
     def raw_dir(self) -> Path:
         return self.home / "raw"
+
+    @property
+    def replay_home(self) -> Path:
+        """Where `--replay` writes: its own warehouse, raw archive and feeds, never the live ones."""
+        return self.home / "replay"
 
 
 class WarehouseError(Exception):
@@ -165,6 +178,102 @@ def load_seeds(con: duckdb.DuckDBPyConnection, directory: Path = SEEDS_DIR) -> d
 def open_warehouse(path: Path | str) -> duckdb.DuckDBPyConnection:
     """Open read-write, migrate and load seeds: the state every writer starts from."""
     con = connect(path)
-    migrate(con)
-    load_seeds(con)
+    try:
+        migrate(con)
+        load_seeds(con)
+    except BaseException:
+        con.close()
+        raise
     return con
+
+
+def open_warehouse_when_free(
+    path: Path | str, *, wait_seconds: float = 120.0, sleep: Callable[[float], None] = time.sleep
+) -> duckdb.DuckDBPyConnection:
+    """`open_warehouse`, waiting while readers (`gpucost sql`, `estimate`) hold the file briefly."""
+    deadline = time.monotonic() + wait_seconds
+    delay = 0.25
+    while True:
+        try:
+            return open_warehouse(path)
+        except WarehouseBusy:
+            if time.monotonic() + delay > deadline:
+                raise
+            sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+SAMPLE_MODES = frozenset({"replay"})
+
+
+def warehouse_modes(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The modes (live, record, replay) of the runs this warehouse holds data from."""
+    try:
+        return {m for (m,) in con.execute("select distinct mode from ops.runs").fetchall()}
+    except duckdb.CatalogException:
+        return set()
+
+
+def holds_sample_data(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the warehouse was filled from a replay cassette (recorded sample data)."""
+    return bool(warehouse_modes(con) & SAMPLE_MODES)
+
+
+def check_mode(con: duckdb.DuckDBPyConnection, mode: str, path: Path | str) -> None:
+    """Refuse to mix recorded sample data and live prices in one warehouse.
+
+    Otherwise sample prices would become the "last good prices" a failed live run keeps current.
+    """
+    modes = warehouse_modes(con)
+    if mode in SAMPLE_MODES and modes - SAMPLE_MODES:
+        raise WarehouseError(
+            f"{path} holds live prices; --replay writes to its own warehouse under "
+            "$GPUCOST_HOME/replay/ (do not point GPUCOST_HOME at a live warehouse for a replay)"
+        )
+    if mode not in SAMPLE_MODES and modes & SAMPLE_MODES:
+        raise WarehouseError(
+            f"{path} holds recorded sample data from --replay; a live refresh must not mix with it. "
+            f"Point GPUCOST_HOME at another folder, or delete {Path(path).parent} to start over"
+        )
+
+
+SAMPLE_BANNER = "sample data: these prices come from a replay cassette (recorded sample data), not live APIs"
+
+
+def reader_path(settings: Settings | None = None) -> Path:
+    """The warehouse read commands use: the live one, or, while none exists, the replay one."""
+    settings = settings or Settings()
+    live = settings.warehouse_path
+    replay = settings.replay_home / live.name
+    return live if live.exists() or not replay.exists() else replay
+
+
+def open_reader(
+    settings: Settings | None = None, *, sandbox: bool = True
+) -> tuple[duckdb.DuckDBPyConnection, str | None]:
+    """A read-only connection, and a banner to print when it holds sample data.
+
+    Sandboxed (the default; `export` opts out to write its files): no file system or network access (`COPY ... TO`, `ATTACH`, `INSTALL`/`LOAD`,
+    `EXPORT DATABASE`, `read_csv('/etc/...')` all fail) and the settings are locked, so SQL a user
+    types can read the warehouse and nothing else.
+    """
+    path = reader_path(settings)
+    con = connect(path, read_only=True)
+    try:
+        banner = SAMPLE_BANNER if holds_sample_data(con) else None
+        for setting in (
+            ()
+            if not sandbox
+            else (
+                "enable_external_access = false",
+                "autoinstall_known_extensions = false",
+                "autoload_known_extensions = false",
+                "allow_community_extensions = false",
+                "lock_configuration = true",
+            )
+        ):
+            con.execute(f"set {setting}")
+    except BaseException:
+        con.close()
+        raise
+    return con, banner

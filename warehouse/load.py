@@ -6,15 +6,22 @@ replayed from what came over the wire.
 
 `load_offers` runs in one transaction per provider:
 
-1. validate: zero, negative or NaN prices, unknown currencies, bad GPU counts and duplicate offer
-   keys go to `ops.quarantine` with the row and the reason; nothing is silently dropped;
-2. guard: a batch that shrank by more than half against the provider's last good run (counting
-   offers kept current by `Unchanged` scopes) is *rejected*: nothing loads, the old prices stay;
-3. merge into `core.offer_prices`, keyed by (provider, instance_type, region, zone, pricing_type):
+1. validate: rows a parser flagged (`Offer.problem`), zero, negative, non-finite or absurd prices,
+   currencies without a rate in `core.fx_rates`, bad GPU counts and duplicate offer keys go to
+   `ops.quarantine` with the raw row and the reason. A quarantined offer keeps its last good price:
+   it is *held*, never closed;
+2. scope guard: each scope (`Offer.scope_name`) is compared with its own last good load, which is
+   the set of its offers still current. A scope that comes back empty, vanished, or lost more than
+   `shrink_limit` of its offers is *held*: its last good prices stay current and the run is
+   `degraded`; the other scopes load. If no scope loads, the run is `rejected`;
+3. anomaly guard: a price that moved more than `jump_factor` (either way) from its current value is
+   held and quarantined as `price_jump` with both values, unless `accept_changes` or the previous
+   run of the provider held the same move (a change confirmed by two consecutive runs);
+4. merge into `core.offer_prices`, keyed by (provider, instance_type, region, zone, pricing_type):
    an unchanged offer only moves `last_seen_at`; a changed price or hardware closes the current
-   interval and opens a new one; an offer absent from this successful run is closed, unless an
-   `Unchanged` scope covers it. A failed or rejected provider run never reaches this step, so it
-   closes nothing.
+   interval and opens a new one; an offer absent from a healthy scope is closed. Offers carried
+   by an `Unchanged` scope move `last_seen_at`; held offers keep theirs, so freshness stays honest.
+   A failed provider run never reaches this step, so it closes nothing.
 """
 
 from __future__ import annotations
@@ -24,21 +31,24 @@ import json
 import math
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from dataclasses import asdict, dataclass, field, replace
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 
-from connectors.base import Offer, RawResponse, Unchanged
+from connectors.base import SHRINK_LIMIT, FxRate, Offer, RawResponse, Unchanged
 from warehouse.db import transaction
 
-# USD value of one unit of each currency we accept. Only USD today: we have no FX feed, and a
-# price converted with a stale rate would be worse than one held back in quarantine.
-USD_PER_UNIT: Mapping[str, float] = {"USD": 1.0}
-SHRINK_LIMIT = 0.5
+# A price moving by more than this factor, up or down, in one run is held for confirmation.
+JUMP_FACTOR = 3.0
+# Two held prices within this factor of each other are the same move, confirmed by a second run.
+CONFIRM_FACTOR = 1.1
+# No GPU rents for more than this per GPU-hour (a GB200 NVL72 rack is ~$42/GPU-h): above it a
+# price is a parse error (cents read as dollars, a monthly price read as hourly).
+MAX_USD_PER_GPU_HOUR = 2000.0
 
 _OFFER_COLUMNS = {
     "provider": pl.String,
@@ -59,6 +69,7 @@ _OFFER_COLUMNS = {
     "available": pl.Boolean,
     "provider_data": pl.String,
     "attributes_hash": pl.String,
+    "scope": pl.String,
 }
 # A change in any of these opens a new price interval; provider_data and availability do not.
 _HASHED = (
@@ -76,16 +87,32 @@ _HASHED = (
 
 @dataclass
 class LoadResult:
-    status: str  # ok | rejected
+    status: str  # ok | degraded | rejected
     offers_parsed: int = 0
     offers_quarantined: int = 0
     offers_loaded: int = 0
-    offers_carried: int = 0
+    offers_carried: int = 0  # kept current: by an Unchanged scope, a held scope or a held row
     rows_inserted: int = 0
     rows_closed: int = 0
     error: str | None = None
     hint: str | None = None
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
+    scopes: dict[str, dict[str, Any]] = field(default_factory=dict)  # scope -> what happened to it
+
+    @property
+    def held_scopes(self) -> list[str]:
+        return sorted(name for name, outcome in self.scopes.items() if outcome["status"] == "held")
+
+
+@dataclass(frozen=True)
+class Guards:
+    """The thresholds of the guards, from settings (`GPUCOST_*`) or a caller."""
+
+    shrink_limit: float = SHRINK_LIMIT
+    jump_factor: float = JUMP_FACTOR
+    max_usd_per_gpu_hour: float = MAX_USD_PER_GPU_HOUR
+    accept_shrink: bool = False
+    accept_changes: bool = False
 
 
 # --- raw --------------------------------------------------------------------------------------------
@@ -179,19 +206,66 @@ def previous_validators(con: duckdb.DuckDBPyConnection, provider: str) -> dict[s
     return {url: json.loads(headers or "{}") for url, headers in rows}
 
 
+# --- FX ----------------------------------------------------------------------------------------------
+
+
+def load_fx_rates(
+    con: duckdb.DuckDBPyConnection, run_id: str, rates: Iterable[FxRate], *, now: datetime
+) -> int:
+    """Write reference rates into `core.fx_rates` (the caller has validated them); rows new or
+    changed. A rate already held for its day, unchanged, is not rewritten: reruns add nothing."""
+    held = {
+        (c, d): r
+        for c, d, r in con.execute("select currency, rate_date, usd_per_unit from core.fx_rates").fetchall()
+    }
+    rows = [
+        (r.currency.upper(), r.rate_date, r.usd_per_unit, r.source, run_id, now)
+        for r in rates
+        if held.get((r.currency.upper(), r.rate_date)) != r.usd_per_unit
+    ]
+    if rows:
+        con.executemany("insert or replace into core.fx_rates values (?, ?, ?, ?, ?, ?)", rows)
+    return len(rows)
+
+
+def usd_rates(con: duckdb.DuckDBPyConnection, on: date) -> dict[str, tuple[float, date, str]]:
+    """Currency -> (USD per unit, rate date, source) of the newest rate held, as of `on`.
+
+    The newest, however old: a rate's date travels with every converted price (marts show it), so
+    a stale rate is visible rather than a reason to drop prices; a currency with no rate at all is
+    quarantined by `validate`, never converted with a guess.
+    """
+    rates: dict[str, tuple[float, date, str]] = {"USD": (1.0, on, "identity")}
+    rows = con.execute(
+        """
+        select currency, usd_per_unit, rate_date, source from core.fx_rates
+        qualify row_number() over (partition by currency order by rate_date desc) = 1
+        """
+    ).fetchall()
+    for currency, rate, rate_date, source in rows:
+        rates[currency] = (rate, rate_date, source)
+    return rates
+
+
 # --- validation --------------------------------------------------------------------------------------
 
 
-def _invalid_reason(offer: Offer) -> str | None:
+def _invalid_reason(offer: Offer, rates: Mapping[str, tuple[float, date, str]], guards: Guards) -> str | None:
+    if offer.problem:
+        return offer.problem
     price = offer.price_per_hour
     if price is None or not isinstance(price, int | float) or math.isnan(price) or math.isinf(price):
         return "price is not a finite number"
     if price <= 0:
         return "zero or negative price"
-    if offer.currency not in USD_PER_UNIT:
-        return f"unknown currency {offer.currency!r} (no USD rate)"
-    if offer.gpu_count is None or math.isnan(offer.gpu_count) or offer.gpu_count < 0:
+    if offer.currency not in rates:
+        return f"unknown currency {offer.currency!r} (no rate in core.fx_rates)"
+    count = offer.gpu_count
+    if count is None or not isinstance(count, int | float) or not math.isfinite(count) or count < 0:
         return "gpu_count is missing or negative"
+    usd_per_gpu = price * rates[offer.currency][0] / max(count, 1.0)
+    if usd_per_gpu > guards.max_usd_per_gpu_hour:
+        return f"absurd price: ${usd_per_gpu:,.2f} per GPU-hour (limit ${guards.max_usd_per_gpu_hour:,.0f})"
     return None
 
 
@@ -200,53 +274,126 @@ def _attributes_hash(row: Mapping[str, Any]) -> str:
     return hashlib.md5(material.encode()).hexdigest()  # identity, not security
 
 
-def validate(offers: Iterable[Offer]) -> tuple[list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
+def _row(offer: Offer) -> dict[str, Any]:
+    row = asdict(offer)
+    row.pop("problem")
+    row["scope"] = offer.scope_name
+    row["provider_data"] = json.dumps(dict(offer.provider_data), sort_keys=True, default=str)
+    return row
+
+
+def validate(
+    offers: Iterable[Offer],
+    rates: Mapping[str, tuple[float, date, str]] | None = None,
+    guards: Guards | None = None,
+) -> tuple[list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
     """Split offers into loadable rows and (reason, row) rejects; the first of duplicate keys wins."""
+    rates = rates if rates is not None else {"USD": (1.0, date.min, "identity")}
+    guards = guards or Guards()
     good: list[dict[str, Any]] = []
     bad: list[tuple[str, dict[str, Any]]] = []
     seen: set[tuple[Any, ...]] = set()
     for offer in offers:
-        row = asdict(offer)
-        row["provider_data"] = json.dumps(dict(offer.provider_data), sort_keys=True, default=str)
-        reason = _invalid_reason(offer)
+        row = _row(offer)
+        reason = _invalid_reason(offer, rates, guards)
         if reason is None and offer.key in seen:
             reason = "duplicate offer key in one batch"
         if reason is not None:
             bad.append((reason, row))
             continue
         seen.add(offer.key)
-        row["price_usd_per_hour"] = offer.price_per_hour * USD_PER_UNIT[offer.currency]
+        row["price_usd_per_hour"] = offer.price_per_hour * rates[offer.currency][0]
         row["attributes_hash"] = _attributes_hash(row)
         good.append(row)
     return good, bad
 
 
-# --- the merge ------------------------------------------------------------------------------------------
+# --- the guards -----------------------------------------------------------------------------------------
+
+Key = tuple[str, str, str | None, str]  # instance_type, region, zone, pricing_type (provider implied)
 
 
-def _last_good_size(con: duckdb.DuckDBPyConnection, provider: str) -> int | None:
-    row = con.execute(
-        "select offers_loaded + offers_carried from ops.provider_runs "
-        "where provider = ? and status = 'ok' order by started_at desc limit 1",
+def _key(row: Mapping[str, Any]) -> Key:
+    return (row["instance_type"], row["region"], row["zone"], row["pricing_type"])
+
+
+def _key_text(provider: str, key: Key) -> str:
+    return "|".join([provider, *(part or "" for part in key)])
+
+
+@dataclass(frozen=True)
+class _Current:
+    scope: str
+    price_per_hour: float
+    currency: str
+    fields: Mapping[str, Any]
+
+
+def _current_offers(con: duckdb.DuckDBPyConnection, provider: str) -> dict[Key, _Current]:
+    rows = con.execute(
+        "select instance_type, region, zone, pricing_type, price_source, scope, price_per_hour, currency "
+        "from core.offer_prices where provider = ? and valid_to is null",
         [provider],
     ).fetchall()
-    return row[0][0] if row else None
+    current = {}
+    for instance_type, region, zone, pricing_type, source, scope, price, currency in rows:
+        fields = {
+            "instance_type": instance_type,
+            "region": region,
+            "zone": zone,
+            "pricing_type": pricing_type,
+            "price_source": source,
+            "scope": scope,
+        }
+        current[(instance_type, region, zone, pricing_type)] = _Current(scope, price, currency, fields)
+    return current
 
 
-def _scope_predicate(scopes: Sequence[Unchanged]) -> tuple[str, list[Any]]:
-    allowed = {"instance_type", "region", "zone", "pricing_type", "price_source"}
-    clauses, params = [], []
+_UNCHANGED_KEYS = {"instance_type", "region", "zone", "pricing_type", "price_source", "scope"}
+
+
+def _covered(fields: Mapping[str, Any], scopes: Sequence[Unchanged]) -> bool:
     for unchanged in scopes:
-        parts = []
-        for column, value in sorted(unchanged.scope.items()):
-            if column not in allowed:
-                raise ValueError(
-                    f"Unchanged scope key {column!r} is not an offer key column {sorted(allowed)}"
-                )
-            parts.append(f"{column} = ?")
-            params.append(value)
-        clauses.append("(" + " and ".join(parts or ["true"]) + ")")
-    return (" or ".join(clauses) if clauses else "false"), params
+        unknown = set(unchanged.scope) - _UNCHANGED_KEYS
+        if unknown:
+            raise ValueError(
+                f"Unchanged scope keys {sorted(unknown)} are not offer columns {sorted(_UNCHANGED_KEYS)}"
+            )
+        if all(fields[k] == v for k, v in unchanged.scope.items()):
+            return True
+    return False
+
+
+def held_moves(con: duckdb.DuckDBPyConnection, provider: str, run_id: str) -> dict[str, float]:
+    """Offer key -> new value of the jumps (prices, rates) held by the provider's previous run."""
+    rows = con.execute(
+        """
+        with previous as (
+            select run_id from ops.provider_runs
+            where provider = ? and run_id <> ? and status in ('ok', 'degraded', 'rejected')
+            order by started_at desc limit 1
+        )
+        select
+            q.offer_key,
+            coalesce(q.details ->> 'new_price_per_hour', q.details ->> 'new_usd_per_unit')::double
+        from ops.quarantine as q inner join previous using (run_id)
+        where q.provider = ? and q.reason = 'price_jump'
+        """,
+        [provider, run_id, provider],
+    ).fetchall()
+    return {key: price for key, price in rows if key is not None and price is not None}
+
+
+def jumped(old: float, new: float, factor: float) -> bool:
+    """Whether `new` is more than `factor` times above or below `old`."""
+    return _jumped(old, new, factor)
+
+
+def _jumped(old: float, new: float, factor: float) -> bool:
+    return old > 0 and (new > old * factor or new < old / factor)
+
+
+# --- the merge ------------------------------------------------------------------------------------------
 
 
 def load_offers(
@@ -258,107 +405,201 @@ def load_offers(
     *,
     now: datetime,
     accept_shrink: bool = False,
+    guards: Guards | None = None,
 ) -> LoadResult:
-    """Validate and merge one provider's batch into the price history, in one transaction."""
-    good, bad = validate(offers)
-    result = LoadResult(status="ok", offers_parsed=len(good) + len(bad), offers_quarantined=len(bad))
+    """Validate, guard and merge one provider's batch into the price history, in one transaction."""
+    guards = guards or Guards(accept_shrink=accept_shrink)
+    if accept_shrink and not guards.accept_shrink:
+        guards = replace(guards, accept_shrink=True)
+    good, bad = validate(offers, usd_rates(con, now.date()), guards)
+    result = LoadResult(status="ok", offers_parsed=len(good) + len(bad))
+    current = _current_offers(con, provider)
+    carried = {k for k, c in current.items() if unchanged and _covered(c.fields, unchanged)}
+
+    # 2. scope guard: each scope against its own last good load (its offers still current)
+    baseline: dict[str, int] = {}
+    for key, offer in current.items():
+        if key not in carried:
+            baseline[offer.scope] = baseline.get(offer.scope, 0) + 1
+    incoming: dict[str, int] = {}
+    for row in good:
+        incoming[row["scope"]] = incoming.get(row["scope"], 0) + 1
+    for scope in sorted(set(baseline) | set(incoming)):
+        before, after = baseline.get(scope, 0), incoming.get(scope, 0)
+        outcome: dict[str, Any] = {"status": "ok", "offers": after, "last_good": before}
+        if before and not guards.accept_shrink:
+            if after == 0:
+                outcome |= {"status": "held", "reason": "empty or vanished"}
+            elif after < before * (1 - guards.shrink_limit):
+                outcome |= {"status": "held", "reason": f"shrank from {before} to {after} offers"}
+        result.scopes[scope] = outcome
+    held_scopes = set(result.held_scopes)
+
+    # 3. anomaly guard, over the rows of healthy scopes
+    confirmed = held_moves(con, provider, run_id) if not guards.accept_changes else {}
+    loadable: list[dict[str, Any]] = []
+    for row in good:
+        if row["scope"] in held_scopes:
+            continue
+        key = _key(row)
+        old = current.get(key)
+        moved = (
+            old is not None
+            and old.currency == row["currency"]
+            and not guards.accept_changes
+            and _jumped(old.price_per_hour, row["price_per_hour"], guards.jump_factor)
+        )
+        if moved:
+            previous = confirmed.get(_key_text(provider, key))
+            if previous is None or _jumped(previous, row["price_per_hour"], CONFIRM_FACTOR):
+                row["_old_price_per_hour"] = old.price_per_hour  # type: ignore[union-attr]
+                bad.append(("price_jump", row))
+                continue
+        loadable.append(row)
+
     for reason, _ in bad:
         result.quarantine_reasons[reason] = result.quarantine_reasons.get(reason, 0) + 1
-    scope_sql, scope_params = _scope_predicate(unchanged)
+    result.offers_quarantined = len(bad)
+    held_rows = {_key(row) for _, row in bad}
+    kept = carried | held_rows | {k for k, c in current.items() if c.scope in held_scopes}
+    kept &= set(current)
+    result.offers_carried = len(kept)
+
+    if not loadable and not kept:
+        result.status = "rejected"
+        result.error = "the provider returned no valid offers"
+        result.hint = "kept its last good prices; a transient empty answer must not wipe a catalog"
+        _quarantine(con, run_id, provider, bad, now)
+        return result
+    if held_scopes and not loadable:
+        result.status = "rejected"
+    elif held_scopes:
+        result.status = "degraded"
+    if held_scopes:
+        shown = ", ".join(f"{s} ({result.scopes[s]['reason']})" for s in sorted(held_scopes)[:5])
+        more = f" and {len(held_scopes) - 5} more" if len(held_scopes) > 5 else ""
+        result.error = f"held {len(held_scopes)} scope(s) at their last good prices: {shown}{more}"
+        result.hint = (
+            "a scope that comes back empty or much smaller keeps its last good prices; if the provider "
+            "really dropped these offers, rerun with --accept-shrink"
+        )
 
     with transaction(con):
-        if bad:
-            con.executemany(
-                "insert into ops.quarantine values (?, ?, ?, ?, ?)",
-                [(run_id, provider, now, reason, json.dumps(row, default=str)) for reason, row in bad],
-            )
-        carried = con.execute(
-            "select count(*) from core.offer_prices "
-            f"where provider = ? and valid_to is null and ({scope_sql})",
-            [provider, *scope_params],
-        ).fetchall()[0][0]
-        incoming_keys = {(r["instance_type"], r["region"], r["zone"], r["pricing_type"]) for r in good}
-        result.offers_carried = carried
-        last = _last_good_size(con, provider)
-        size = len(good) + carried
-        if size == 0:
-            result.status = "rejected"
-            result.error = "the provider returned no valid offers"
-            result.hint = "kept its last good prices; a transient empty answer must not wipe a catalog"
-            return result
-        if last and size < last * SHRINK_LIMIT and not accept_shrink:
-            result.status = "rejected"
-            result.error = f"batch shrank from {last} to {size} offers (more than half gone)"
-            result.hint = (
-                "kept its last good prices; if the provider really dropped these offers, rerun with "
-                "--accept-shrink"
-            )
-            return result
-
-        frame = pl.DataFrame(good, schema=_OFFER_COLUMNS) if good else pl.DataFrame(schema=_OFFER_COLUMNS)
-        con.register("incoming", frame)
-        try:
-            key_join = (
-                "c.instance_type = i.instance_type and c.region = i.region "
-                "and c.zone is not distinct from i.zone and c.pricing_type = i.pricing_type"
-            )
-            # 1. changed offers: close the current interval
-            result.rows_closed += con.execute(
-                f"""
-                update core.offer_prices as c set valid_to = ?, closed_by_run_id = ?
-                from incoming as i
-                where c.provider = ? and c.valid_to is null and {key_join}
-                    and c.attributes_hash <> i.attributes_hash
-                """,
-                [now, run_id, provider],
-            ).fetchall()[0][0]
-            # 2. unchanged offers: seen again
-            con.execute(
-                f"""
-                update core.offer_prices as c
-                set last_seen_at = ?, available = i.available, provider_data = i.provider_data::json
-                from incoming as i
-                where c.provider = ? and c.valid_to is null and {key_join}
-                """,
-                [now, provider],
-            )
-            # 3. new or changed offers: open an interval
-            result.rows_inserted = con.execute(
-                f"""
-                insert into core.offer_prices
-                select
-                    i.provider, i.instance_type, i.region, i.zone, i.pricing_type, i.price_source,
-                    i.price_per_hour, i.currency, i.price_usd_per_hour, i.gpu_name_raw, i.gpu_count,
-                    i.gpu_memory_gb_raw, i.vcpus, i.ram_gb, i.billing_unit, i.available,
-                    i.provider_data::json, i.attributes_hash,
-                    ? as valid_from, null as valid_to, ? as first_seen_at, ? as last_seen_at,
-                    ? as opened_by_run_id, null as closed_by_run_id
-                from incoming as i
-                where not exists (
-                    select 1 from core.offer_prices as c
-                    where c.provider = i.provider and c.valid_to is null and {key_join}
-                )
-                """,
-                [now, now, now, run_id],
-            ).fetchall()[0][0]
-            # 4. carried over by an Unchanged scope: seen, not closed
-            if unchanged:
-                con.execute(
-                    f"update core.offer_prices set last_seen_at = ? "
-                    f"where provider = ? and valid_to is null and ({scope_sql})",
-                    [now, provider, *scope_params],
-                )
-            # 5. vanished: current offers of this provider that this run neither saw nor carried
-            result.rows_closed += con.execute(
-                f"""
-                update core.offer_prices as c set valid_to = ?, closed_by_run_id = ?
-                where c.provider = ? and c.valid_to is null
-                    and not ({scope_sql})
-                    and not exists (select 1 from incoming as i where {key_join})
-                """,
-                [now, run_id, provider, *scope_params],
-            ).fetchall()[0][0]
-        finally:
-            con.unregister("incoming")
-    result.offers_loaded = len(incoming_keys)
+        _quarantine(con, run_id, provider, bad, now)
+        _merge(con, run_id, provider, loadable, kept, carried, now, result)
+    result.offers_loaded = len(loadable)
     return result
+
+
+def _quarantine(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    provider: str,
+    bad: Sequence[tuple[str, dict[str, Any]]],
+    now: datetime,
+) -> None:
+    if not bad:
+        return
+    rows = []
+    for reason, row in bad:
+        details = None
+        if "_old_price_per_hour" in row:
+            row = dict(row)
+            details = json.dumps(
+                {
+                    "old_price_per_hour": row.pop("_old_price_per_hour"),
+                    "new_price_per_hour": row["price_per_hour"],
+                    "currency": row["currency"],
+                }
+            )
+        offer_key = _key_text(provider, _key(row)) if row.get("instance_type") is not None else None
+        rows.append((run_id, provider, now, reason, json.dumps(row, default=str), offer_key, details))
+    con.executemany("insert into ops.quarantine values (?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def _merge(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    provider: str,
+    loadable: list[dict[str, Any]],
+    kept: set[Key],
+    carried: set[Key],
+    now: datetime,
+    result: LoadResult,
+) -> None:
+    frame = pl.DataFrame(loadable, schema=_OFFER_COLUMNS) if loadable else pl.DataFrame(schema=_OFFER_COLUMNS)
+    key_schema = dict.fromkeys(("instance_type", "region", "zone", "pricing_type"), pl.String)
+    kept_frame = pl.DataFrame([dict(zip(key_schema, k, strict=True)) for k in kept], schema=key_schema)
+    seen_frame = pl.DataFrame([dict(zip(key_schema, k, strict=True)) for k in carried], schema=key_schema)
+    con.register("incoming", frame)
+    con.register("kept", kept_frame)
+    con.register("carried", seen_frame)
+    try:
+        key_join = (
+            "c.instance_type = {t}.instance_type and c.region = {t}.region "
+            "and c.zone is not distinct from {t}.zone and c.pricing_type = {t}.pricing_type"
+        )
+        on_incoming = key_join.format(t="i")
+        # 1. changed offers: close the current interval
+        result.rows_closed += con.execute(
+            f"""
+            update core.offer_prices as c set valid_to = ?, closed_by_run_id = ?
+            from incoming as i
+            where c.provider = ? and c.valid_to is null and {on_incoming}
+                and c.attributes_hash <> i.attributes_hash
+            """,
+            [now, run_id, provider],
+        ).fetchall()[0][0]
+        # 2. unchanged offers: seen again
+        con.execute(
+            f"""
+            update core.offer_prices as c
+            set last_seen_at = ?, available = i.available, provider_data = i.provider_data::json,
+                scope = i.scope
+            from incoming as i
+            where c.provider = ? and c.valid_to is null and {on_incoming}
+            """,
+            [now, provider],
+        )
+        # 3. new or changed offers: open an interval
+        result.rows_inserted = con.execute(
+            f"""
+            insert into core.offer_prices by name
+            select
+                i.provider, i.instance_type, i.region, i.zone, i.pricing_type, i.price_source,
+                i.price_per_hour, i.currency, i.price_usd_per_hour, i.gpu_name_raw, i.gpu_count,
+                i.gpu_memory_gb_raw, i.vcpus, i.ram_gb, i.billing_unit, i.available,
+                i.provider_data::json as provider_data, i.attributes_hash,
+                ? as valid_from, null as valid_to, ? as first_seen_at, ? as last_seen_at,
+                ? as opened_by_run_id, null as closed_by_run_id, i.scope
+            from incoming as i
+            where not exists (
+                select 1 from core.offer_prices as c
+                where c.provider = i.provider and c.valid_to is null and {on_incoming}
+            )
+            """,
+            [now, now, now, run_id],
+        ).fetchall()[0][0]
+        # 4. carried over by an Unchanged scope: seen, not closed (held offers keep last_seen_at)
+        con.execute(
+            f"""
+            update core.offer_prices as c set last_seen_at = ?
+            from carried as k
+            where c.provider = ? and c.valid_to is null and {key_join.format(t="k")}
+            """,
+            [now, provider],
+        )
+        # 5. vanished: current offers this run neither loaded nor kept
+        result.rows_closed += con.execute(
+            f"""
+            update core.offer_prices as c set valid_to = ?, closed_by_run_id = ?
+            where c.provider = ? and c.valid_to is null
+                and not exists (select 1 from incoming as i where {on_incoming})
+                and not exists (select 1 from kept as k where {key_join.format(t="k")})
+            """,
+            [now, run_id, provider],
+        ).fetchall()[0][0]
+    finally:
+        con.unregister("incoming")
+        con.unregister("kept")
+        con.unregister("carried")

@@ -1,21 +1,30 @@
 """The refresh as plain functions, so it can be tested without an orchestrator.
 
-`flows/refresh.py` only sequences these: `collect` each provider (fetch + parse; concurrent), then
-`land` each batch (raw archive + validated load; one writer, one provider at a time), then rebuild
-the marts and write the feeds. A provider that fails, is skipped or is rejected never stops the
-others and never closes its own offers.
+`flows/refresh.py` only sequences these: `collect` each provider (fetch + parse; concurrent, with
+the warehouse closed so readers can use it meanwhile), then `land` each batch (raw archive +
+validated load; one writer, one provider at a time), then rebuild the marts and write the feeds. A
+provider that fails, is skipped or is rejected never stops the others and never closes its own
+offers; one whose scopes were partly held by a guard is `degraded` and loads the healthy ones.
+
+Run states (`ops.runs.status`): `running` while it works; `ok` when every provider that ran loaded
+cleanly; `partial` when some loaded and some failed, were rejected or degraded; `failed` when
+nothing loaded (or the run itself broke); `abandoned` for a run whose process died, marked by the
+next run.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import shutil
+import socket
 import time
 import traceback
 import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,6 +36,7 @@ from connectors.base import (
     ConnectorError,
     Excluded,
     FetchError,
+    FxRate,
     LayoutChanged,
     MissingCredentials,
     Offer,
@@ -36,8 +46,21 @@ from connectors.base import (
     Unreachable,
     missing_credentials,
 )
-from connectors.http import Client, remove_spooled
-from warehouse.load import LoadResult, land_raw, load_offers
+from connectors.http import Client, provider_deadline, redact, remove_spooled
+from warehouse.load import (
+    CONFIRM_FACTOR,
+    JUMP_FACTOR,
+    Guards,
+    LoadResult,
+    held_moves,
+    jumped,
+    land_raw,
+    load_fx_rates,
+    load_offers,
+)
+
+LOADED = ("ok", "degraded")  # provider run statuses whose offers were (at least partly) published
+NOT_CLEAN = ("failed", "rejected", "degraded")  # what a run's title and exit code report
 
 REPLAY_PLACEHOLDER = "replay-placeholder"
 
@@ -52,6 +75,7 @@ class ProviderBatch:
     responses: list[RawResponse] = field(default_factory=list)
     offers: list[Offer] = field(default_factory=list)
     unchanged: list[Unchanged] = field(default_factory=list)
+    fx_rates: list[FxRate] = field(default_factory=list)
     excluded: Counter[str] = field(default_factory=Counter)
     fetch_seconds: float = 0.0
     error: str | None = None
@@ -63,7 +87,7 @@ class ProviderOutcome:
     """One row of ops.provider_runs, as the CLI and the artifact show it."""
 
     provider: str
-    status: str  # ok | failed | skipped | rejected
+    status: str  # ok | degraded | failed | skipped | rejected
     offers_parsed: int
     offers_loaded: int
     offers_quarantined: int
@@ -73,6 +97,7 @@ class ProviderOutcome:
     fetch_seconds: float
     error: str | None
     hint: str | None
+    held_scopes: tuple[str, ...] = ()
 
 
 def new_run_id(now: datetime) -> str:
@@ -122,8 +147,14 @@ def collect(
     client: Client,
     creds: Mapping[str, str],
     previous: Mapping[str, Mapping[str, str]] | None = None,
+    *,
+    deadline_seconds: float | None = None,
 ) -> ProviderBatch:
-    """Fetch and parse one provider; never raises for a provider's own failure."""
+    """Fetch and parse one provider; never raises for a provider's own failure.
+
+    Everything it fetches must finish within `deadline_seconds`; error text is redacted of the
+    provider's credentials (a server may echo a key back in an error message).
+    """
     started = time.perf_counter()
     batch = ProviderBatch(provider=connector.name, status="fetched", started_at=datetime.now(UTC))
     missing = missing_credentials(connector, creds)
@@ -132,51 +163,100 @@ def collect(
         batch.status, batch.error = "skipped", str(error)
         batch.hint = f"export {' '.join(f'{m}=...' for m in missing)} to include {connector.name}"
         return batch
+    secrets = [*creds.values(), *getattr(client, "secrets", ())]
     try:
-        for response in connector.fetch(client, creds, previous):
-            batch.responses.append(response)
+        with provider_deadline(deadline_seconds):
+            for response in connector.fetch(client, creds, previous):
+                batch.responses.append(response)
         for item in connector.parse(batch.responses):
             if isinstance(item, Unchanged):
                 batch.unchanged.append(item)
             elif isinstance(item, Excluded):
                 batch.excluded[item.reason] += item.count
+            elif isinstance(item, FxRate):
+                batch.fx_rates.append(item)
             else:
                 batch.offers.append(item)
     except ConnectorError as exc:
         batch.status, batch.error, batch.hint = (
             "failed",
-            f"{type(exc).__name__}: {exc}",
+            redact(f"{type(exc).__name__}: {exc}", secrets),
             _hint_for(exc, connector.name),
         )
     except Exception as exc:  # a bug in one connector must not stop the others
         last = traceback.extract_tb(exc.__traceback__)[-1]
         batch.status = "failed"
-        batch.error = f"{type(exc).__name__}: {exc} (at {Path(last.filename).name}:{last.lineno})"
+        batch.error = redact(
+            f"{type(exc).__name__}: {exc} (at {Path(last.filename).name}:{last.lineno})", secrets
+        )
         batch.hint = _hint_for(exc, connector.name)
     batch.fetch_seconds = time.perf_counter() - started
     return batch
 
 
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+# A run on another host cannot be probed; after this long it is taken as dead.
+FOREIGN_RUN_TIMEOUT_HOURS = 6
+
+
+def mark_abandoned(con: duckdb.DuckDBPyConnection, now: datetime) -> list[str]:
+    """Mark `running` runs whose process is gone as `abandoned`; their ids."""
+    host = socket.gethostname()
+    dead = []
+    rows = con.execute("select run_id, pid, hostname, started_at from ops.runs where status = 'running'")
+    for run_id, pid, hostname, started_at in rows.fetchall():
+        if hostname == host:
+            gone = not _alive(pid) or pid == os.getpid()
+        else:
+            gone = (now - started_at).total_seconds() > FOREIGN_RUN_TIMEOUT_HOURS * 3600
+        if gone:
+            dead.append(run_id)
+    for run_id in dead:
+        con.execute(
+            "update ops.runs set status = 'abandoned', finished_at = ?, "
+            "error = coalesce(error, 'the process running it ended before it finished') where run_id = ?",
+            [now, run_id],
+        )
+    return dead
+
+
 def start_run(
     con: duckdb.DuckDBPyConnection, run_id: str, mode: str, providers: Sequence[str], flow_run_id: str | None
 ) -> None:
+    now = datetime.now(UTC)
+    mark_abandoned(con, now)
     con.execute(
-        "insert into ops.runs (run_id, started_at, status, mode, providers, flow_run_id) "
-        "values (?, ?, 'running', ?, ?, ?)",
-        [run_id, datetime.now(UTC), mode, list(providers), flow_run_id],
+        "insert into ops.runs (run_id, started_at, status, mode, providers, flow_run_id, pid, hostname) "
+        "values (?, ?, 'running', ?, ?, ?, ?, ?)",
+        [run_id, now, mode, list(providers), flow_run_id, os.getpid(), socket.gethostname()],
     )
+
+
+def run_status(outcomes: Sequence[ProviderOutcome], error: str | None = None) -> str:
+    """ok | partial | failed for a run's provider outcomes (see the module docstring)."""
+    loaded = [o for o in outcomes if o.status in LOADED]
+    if error or (outcomes and not loaded and any(o.status != "skipped" for o in outcomes)):
+        return "failed"
+    if any(o.status in NOT_CLEAN for o in outcomes):
+        return "partial"
+    return "ok"
 
 
 def finish_run(
     con: duckdb.DuckDBPyConnection, run_id: str, outcomes: Sequence[ProviderOutcome], error: str | None = None
 ) -> str:
-    failed = [o for o in outcomes if o.status in ("failed", "rejected")]
-    if error:
-        status = "failed"
-    elif not failed:
-        status = "ok"
-    else:
-        status = "partial" if len(failed) < len(outcomes) else "failed"
+    status = run_status(outcomes, error)
     con.execute(
         "update ops.runs set finished_at = ?, status = ?, error = ? where run_id = ?",
         [datetime.now(UTC), status, error, run_id],
@@ -191,6 +271,7 @@ def land(
     batch: ProviderBatch,
     *,
     accept_shrink: bool = False,
+    guards: Guards | None = None,
 ) -> ProviderOutcome:
     """Archive the raw responses, load the offers (if the fetch worked), record the provider run."""
     started = time.perf_counter()
@@ -198,29 +279,33 @@ def land(
     for response in batch.responses:
         remove_spooled(response)
     result = LoadResult(status=batch.status, offers_parsed=len(batch.offers))
+    guards = guards or Guards(accept_shrink=accept_shrink)
+    connector = CONNECTORS.get(batch.provider)
+    limit = getattr(connector, "shrink_limit", None)
+    if limit is not None:
+        guards = replace(guards, shrink_limit=limit)
     if batch.status == "fetched":
-        result = load_offers(
-            con,
-            run_id,
-            batch.provider,
-            batch.offers,
-            batch.unchanged,
-            now=datetime.now(UTC),
-            accept_shrink=accept_shrink,
-        )
+        now = datetime.now(UTC)
+        if batch.fx_rates:
+            result = _load_rates(con, run_id, batch, now)
+        else:
+            result = load_offers(
+                con, run_id, batch.provider, batch.offers, batch.unchanged, now=now, guards=guards
+            )
     status = result.status if batch.status == "fetched" else batch.status
     error = result.error if batch.status == "fetched" else batch.error
     hint = result.hint if batch.status == "fetched" else batch.hint
-    if status == "ok" and result.quarantine_reasons:
+    if result.quarantine_reasons:
         reasons = ", ".join(f"{n} {r}" for r, n in sorted(result.quarantine_reasons.items()))
-        hint = f"quarantined: {reasons} (see ops.quarantine)"
+        note = f"quarantined: {reasons} (see ops.quarantine; --accept-changes publishes price jumps)"
+        hint = note if status == "ok" else f"{hint}; {note}" if hint else note
     con.execute(
         """
         insert into ops.provider_runs (
             run_id, provider, status, started_at, finished_at, fetch_seconds, load_seconds,
             responses, bytes, offers_parsed, offers_quarantined, offers_loaded, offers_carried,
-            rows_inserted, rows_closed, error, hint, excluded
-        ) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            rows_inserted, rows_closed, error, hint, excluded, scopes
+        ) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         [
             run_id,
@@ -241,6 +326,7 @@ def land(
             error,
             hint,
             json.dumps(dict(sorted(batch.excluded.items()))),
+            json.dumps(result.scopes),
         ],
     )
     return ProviderOutcome(
@@ -255,7 +341,77 @@ def land(
         fetch_seconds=batch.fetch_seconds,
         error=error,
         hint=hint,
+        held_scopes=tuple(result.held_scopes),
     )
+
+
+def _load_rates(
+    con: duckdb.DuckDBPyConnection, run_id: str, batch: ProviderBatch, now: datetime
+) -> LoadResult:
+    """A reference-rate source's batch into core.fx_rates. A rate that is not a finite positive
+    number, or moved more than the anomaly guard's factor from the newest stored rate of its
+    currency, is quarantined and not used."""
+    newest = dict(
+        con.execute(
+            "select currency, usd_per_unit from core.fx_rates "
+            "qualify row_number() over (partition by currency order by rate_date desc) = 1"
+        ).fetchall()
+    )
+    confirmed = held_moves(con, batch.provider, run_id)
+    good, bad = [], []
+    for rate in batch.fx_rates:
+        old = newest.get(rate.currency)
+        previous = confirmed.get(f"{batch.provider}|{rate.currency}")
+        if old and previous and not jumped(previous, rate.usd_per_unit, CONFIRM_FACTOR):
+            old = None  # the same move held by the previous run: confirmed
+        if not (isinstance(rate.usd_per_unit, int | float) and math.isfinite(rate.usd_per_unit)) or (
+            rate.usd_per_unit <= 0
+        ):
+            bad.append(("rate is not a finite positive number", rate, None))
+        elif old and jumped(old, rate.usd_per_unit, JUMP_FACTOR):
+            bad.append(("price_jump", rate, {"old_usd_per_unit": old, "new_usd_per_unit": rate.usd_per_unit}))
+        else:
+            good.append(rate)
+    result = LoadResult(status="ok", offers_parsed=len(batch.fx_rates), offers_quarantined=len(bad))
+    if not good:
+        result.status, result.error = "rejected", "the source returned no valid rates"
+        result.hint = "kept the last good rates; prices in other currencies use them while they are fresh"
+    elif bad:
+        result.status = "degraded"
+        result.error = f"held {len(bad)} rate(s); the newest good ones stay in use"
+    for reason, _, _ in bad:
+        result.quarantine_reasons[reason] = result.quarantine_reasons.get(reason, 0) + 1
+    if bad:
+        con.executemany(
+            "insert into ops.quarantine values (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    run_id,
+                    batch.provider,
+                    now,
+                    reason,
+                    json.dumps(asdict(rate), default=str),
+                    f"{batch.provider}|{rate.currency}",
+                    json.dumps(details) if details else None,
+                )
+                for reason, rate, details in bad
+            ],
+        )
+    result.rows_inserted = load_fx_rates(con, run_id, good, now=now)
+    result.offers_loaded = len(good)
+    return result
+
+
+def clear_spool(spool_root: Path, keep: Sequence[str] = ()) -> None:
+    """Remove spool folders of runs that are over (a killed run leaves its partial downloads)."""
+    if not spool_root.is_dir():
+        return
+    for child in spool_root.iterdir():
+        if child.name not in keep:
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
 
 
 def select_connectors(names: Sequence[str] | None) -> list[Connector]:
