@@ -36,9 +36,26 @@ Scope and quirks handled:
 - Commercial regions only: `cn-*` (separate partition, CNY prices), `us-gov-*`, `us-iso*` and
   `eusc-*` (sovereign partitions) are not fetched. Linux, shared tenancy, no pre-installed software,
   `capacitystatus` Used, "No License required": the one product per instance type that is the
-  plain on-demand rate. GPU families only (`GPU_FAMILIES`, plus any family whose `gpu` attribute is
-  positive, except the non-GPU accelerators in `NON_GPU_ACCELERATOR_FAMILIES`: Trainium,
-  Inferentia, FPGA, video transcoding).
+  plain on-demand rate (other operating systems and tenancies are outside the selection: the CSV
+  prefilter never parses their rows, so they are not counted).
+- Which instance types are GPUs. The rule is written so that a family nobody knows lands instead
+  of vanishing; what is left out is left out by a stated rule and counted as `Excluded`:
+  1. a family in `GPU_FAMILIES` is a GPU;
+  2. a family of a non-GPU accelerator series (`NON_GPU_ACCELERATOR_SERIES`: Trainium, Inferentia,
+     FPGA, video transcoding; matched by series prefix, so "trn3" is one too) is excluded as
+     `not_gpu_accelerator`;
+  3. a family of a GPU series (`GPU_SERIES`: p, g, gr, dl, cg) is a GPU, so a new "p7" or "g8e"
+     lands before anyone adds it to `GPU_FAMILIES`;
+  4. on-demand: otherwise the offer file decides, as AWS states a GPU count for every GPU
+     instance: a positive `gpu` attribute is a GPU (a new "zeta9" family with GPUs lands), and no
+     GPU stated is `cpu_only`;
+  5. spot.js states no hardware, so: a size listed under a GPU group of the feed (`type`
+     "gpuCurrentGen", "gpuPreviousGen", ...) is a GPU; a family of a known CPU series
+     (`CPU_SERIES`: m, c, r, t, x, i, ... "m7i", "c7gn", "x2iedn") is `cpu_only`; any other family
+     is unknown and lands as a spot offer under its raw name (unmapped until the seeds know it),
+     never dropped by an allow-list.
+  The series of a family is its leading letters ("p5en" -> "p", "im4gn" -> "im", "zeta9" ->
+  "zeta").
 - Offer files are spooled to disk and parsed as streams in memory that does not grow with the file.
   CSV: read in 8 MiB blocks cut at line ends, prefiltered with `bytes.find` (`candidate_lines`),
   survivors parsed with `csv` and put through the same product rules as JSON. JSON: pass 1 keeps
@@ -54,8 +71,21 @@ Scope and quirks handled:
 - Excluded, never published, yielded by `parse` as `Excluded`: Capacity Block products
   (`marketoption` CapacityBlock or operation `RunInstances:CB`; their bulk rows are $0 placeholders,
   the real price is dynamic; from CSV only those passing the Linux/Shared/Used prefilter, which is
-  all AWS sells, and only products that have an OnDemand row), on-demand rates of $0, negative,
-  NaN or unreadable, and spot cells that are not prices ("N/A*", "-1").
+  all AWS sells, and only products that have an OnDemand row), products without an hourly
+  on-demand rate (`no_hourly_rate`: reservation-only), the hardware rules above (`cpu_only`,
+  `not_gpu_accelerator`), and spot cells that spot.js uses to say "not available here" ("N/A",
+  "N/A*", "" and "-1": `spot_not_available`).
+- Wrong, never excluded: an hourly on-demand rate of $0, negative, NaN or unreadable, an hourly
+  price dimension without `pricePerUnit` (a renamed key), and a spot cell that is not one of the
+  markers above and not a positive number (0, "abc", NaN), or a Linux column without `prices`,
+  yield the offer with `problem` set (price NaN when unreadable), so the warehouse quarantines it
+  and keeps its last good price.
+- Scopes: the default `"<pricing_type>:<region>"`. On-demand: one scope per region's offer file
+  (its Local Zone offers included, they carry the file's region), which is one body that arrives
+  or fails whole. Spot: one scope per region of spot.js rather than one for the feed, so that a
+  region that vanishes from the feed, or comes back thinned out, is held on its own while the rest
+  of the feed loads; `Unchanged({"pricing_type": "spot"})` after a 304 still covers every spot
+  scope, because it matches offers by their fields.
 - Products of a Local Zone inside a region's file (`regionCode` us-west-2-lax-1 in us-west-2's file)
   are emitted with `region` = the file's region and `zone` = the Local Zone, so that a region's
   `Unchanged` scope covers them.
@@ -106,6 +136,18 @@ GPU_FAMILIES = frozenset({
 NON_GPU_ACCELERATOR_FAMILIES = frozenset(
     {"inf1", "inf2", "trn1", "trn1n", "trn2", "trn2u", "f1", "f2", "vt1"}
 )
+# Series (a family's leading letters) of accelerators that are not GPUs: Inferentia, Trainium,
+# FPGA, video transcoding (https://aws.amazon.com/ec2/instance-types/, accelerated computing).
+NON_GPU_ACCELERATOR_SERIES = frozenset({"inf", "trn", "f", "vt"})
+# Series whose families carry GPUs: P and G (NVIDIA, AMD), Gr (graphics), DL (Gaudi), CG (2010's
+# cluster GPU). A new family of one of them is a GPU before GPU_FAMILIES lists it.
+GPU_SERIES = frozenset({"p", "g", "gr", "dl", "cg"})
+# Series of CPU-only families, current and previous generation (general purpose m/t/a/mac,
+# compute c/cc, memory r/x/z/u/cr, storage i/im/is/d/h/hi/hs, HPC hpc). Only spot.js needs it: it
+# states no hardware, and a family of none of these series is unknown and lands.
+CPU_SERIES = frozenset(
+    {"a", "c", "cc", "cr", "d", "h", "hi", "hpc", "hs", "i", "im", "is", "m", "mac", "r", "t", "u", "x", "z"}
+)
 # The product attributes that make a row the plain Linux on-demand rate.
 PLAIN_LINUX = {
     "operatingSystem": "Linux",
@@ -124,7 +166,8 @@ SPOT_REGION_ALIASES = {
 }
 # 2013-format spot.js names types by (type, size) pairs; only the GPU ones matter here.
 LEGACY_SPOT_TYPES = {("clusterGPUI", "xxxxl"): "cg1.4xlarge"}
-NOT_A_PRICE = frozenset({"N/A", "N/A*", ""})
+# What spot.js puts in a price cell for "not available here"; anything else must be a price.
+NOT_A_PRICE = frozenset({"N/A", "N/A*", "", "-1"})
 
 _OFFER_PATH = re.compile(
     r"/offers/v1\.0/aws/AmazonEC2/(?P<version>[^/]+)/(?P<region>[^/]+)/index\.(?P<format>json|csv)$"
@@ -333,27 +376,59 @@ def gpu_family(instance_type: str) -> str:
     return instance_type.split(".", 1)[0]
 
 
-def is_gpu_instance(instance_type: str, gpu_attribute: str | None = None) -> bool:
-    family = gpu_family(instance_type)
+def instance_series(instance_type: str) -> str:
+    """The leading letters of the family: "p5en.48xlarge" -> "p"; "im4gn.large" -> "im"."""
+    match = re.match(r"[a-z]+", gpu_family(instance_type).lower())
+    return match.group(0) if match else ""
+
+
+def hardware_exclusion(
+    instance_type: str, gpu_attribute: str | None = None, *, spot_group: str | None = None
+) -> str | None:
+    """None when the instance type is (or may be) a GPU; else the rule that leaves it out.
+
+    On-demand (`spot_group` None): the offer file's `gpu` attribute decides families the lists do
+    not know. Spot (`spot_group` = spot.js `type`): no hardware is stated, so only a known CPU
+    series is left out and an unknown family lands. See the module docstring for the order.
+    """
+    family, series = gpu_family(instance_type), instance_series(instance_type)
     if family in GPU_FAMILIES:
-        return True
-    if family in NON_GPU_ACCELERATOR_FAMILIES:
-        return False
-    count = parse_number(gpu_attribute)
-    return count is not None and count > 0
+        return None
+    if family in NON_GPU_ACCELERATOR_FAMILIES or series in NON_GPU_ACCELERATOR_SERIES:
+        return "not_gpu_accelerator"
+    if series in GPU_SERIES:
+        return None
+    if spot_group is None:
+        count = parse_number(gpu_attribute)
+        return None if count is not None and count > 0 else "cpu_only"
+    if "gpu" in spot_group.lower():
+        return None
+    return "cpu_only" if series in CPU_SERIES else None
+
+
+def is_gpu_instance(instance_type: str, gpu_attribute: str | None = None) -> bool:
+    """Whether an on-demand product is kept as a GPU offer (see `hardware_exclusion`)."""
+    return hardware_exclusion(instance_type, gpu_attribute) is None
+
+
+# Exclusions of plain Linux products that parse counts (the others are outside the selection).
+COUNTED_PRODUCT_EXCLUSIONS = frozenset({"capacity_block", "cpu_only", "not_gpu_accelerator"})
 
 
 def product_exclusion(attributes: Mapping[str, str]) -> str | None:
-    """None for a plain Linux on-demand GPU product; else why not ("not_gpu", "capacity_block", ...)."""
+    """None for a plain Linux on-demand GPU product; else why not ("not_plain_linux",
+    "capacity_block", "cpu_only", "not_gpu_accelerator", "no_instance_type")."""
     instance_type = attributes.get("instanceType")
-    if not instance_type or not is_gpu_instance(instance_type, attributes.get("gpu")):
-        return "not_gpu"
-    if attributes.get("marketoption") == "CapacityBlock" or attributes.get("operation", "").endswith(":CB"):
-        return "capacity_block"
+    if not instance_type:
+        return "no_instance_type"
+    # Plain Linux first: what is outside the selection is not counted, so JSON and CSV (whose
+    # prefilter never parses those rows) count the same exclusions.
     for key, wanted in PLAIN_LINUX.items():
         if attributes.get(key) != wanted:
             return "not_plain_linux"
-    return None
+    if attributes.get("marketoption") == "CapacityBlock" or attributes.get("operation", "").endswith(":CB"):
+        return "capacity_block"
+    return hardware_exclusion(instance_type, attributes.get("gpu"))
 
 
 def parse_number(text: str | None) -> float | None:
@@ -381,14 +456,23 @@ def gpu_memory_per_gpu_gb(text: str | None, gpu_count: float) -> float | None:
 
 
 def hourly_rate(terms: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(price text, currency) of the hourly price dimension of a sku's on-demand terms."""
+    """(price text, currency) of the hourly price dimension of a sku's on-demand terms.
+
+    None when no term has an hourly dimension (not offered hourly); ("", "USD") when the hourly
+    dimension, or the term, has no price at all: a renamed key, flagged by the caller.
+    """
     for term in terms.values():
         if not isinstance(term, dict) or term.get("termAttributes"):
             continue  # a term with a lease length is a reservation, whatever section it sits in
-        for dimension in (term.get("priceDimensions") or {}).values():
-            if dimension.get("unit") not in ("Hrs", "Hours"):
+        dimensions = term.get("priceDimensions")
+        if not isinstance(dimensions, dict):
+            return "", "USD"
+        for dimension in dimensions.values():
+            if not isinstance(dimension, dict) or dimension.get("unit") not in ("Hrs", "Hours"):
                 continue
-            prices = dimension.get("pricePerUnit") or {}
+            prices = dimension.get("pricePerUnit")
+            if not isinstance(prices, dict) or not prices:
+                return "", "USD"
             if "USD" in prices:
                 return str(prices["USD"]), "USD"
             for currency, price in prices.items():
@@ -398,11 +482,21 @@ def hourly_rate(terms: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def valid_price(text: str) -> float | None:
     """A positive finite price, or None ($0 placeholders, negatives, NaN, unreadable)."""
+    price, problem = read_price(text)
+    return None if problem else price
+
+
+def read_price(text: str, what: str = "price") -> tuple[float, str | None]:
+    """(price, what is wrong with it or None): NaN when unreadable, the number when <= 0."""
     try:
         price = float(text)
-    except ValueError:
-        return None
-    return price if math.isfinite(price) and price > 0 else None
+    except (TypeError, ValueError):
+        return math.nan, f"{what} is missing or not a number: {text!r}"
+    if not math.isfinite(price):
+        return math.nan, f"{what} is not a finite number: {text!r}"
+    if price <= 0:
+        return price, f"{what} is zero or negative: {text!r}"
+    return price, None
 
 
 def scan_offer_file(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Offer | Excluded]:
@@ -427,7 +521,7 @@ def scan_offer_file(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Off
                 reason = product_exclusion(attributes)
                 if reason is None:
                     kept[sku] = attributes
-                elif reason == "capacity_block":
+                elif reason in COUNTED_PRODUCT_EXCLUSIONS:
                     yield Excluded(reason)
         except _SectionDone:
             pass
@@ -461,17 +555,15 @@ def _priced_offers(
     header: OfferFileHeader,
     file_region: str | None,
 ) -> Iterator[Offer | Excluded]:
-    """An offer per kept product with a valid hourly rate; the rest counted as exclusions."""
+    """An offer per kept product with an hourly rate, flagged when the rate is wrong; products
+    without an hourly rate (reservation-only) are counted as exclusions."""
     for sku, attributes in kept.items():
         rate = rates.get(sku)
         if rate is None:
             yield Excluded("no_hourly_rate")
             continue
-        price = valid_price(rate[0])
-        if price is None:
-            yield Excluded("zero_price" if _is_zero(rate[0]) else "invalid_price")
-            continue
-        yield _offer_from_product(sku, attributes, price, rate[1], header, file_region)
+        price, problem = read_price(rate[0], "on-demand hourly pricePerUnit")
+        yield _offer_from_product(sku, attributes, price, rate[1], header, file_region, problem)
 
 
 # --- CSV offer files --------------------------------------------------------------------------------
@@ -605,7 +697,7 @@ def scan_offer_csv(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Offe
     layout = csv_layout(columns, source=source)
     kept: dict[str, Mapping[str, str]] = {}
     rates: dict[str, tuple[str, str] | None] = {}
-    capacity_blocks: set[str] = set()
+    left_out: dict[str, str] = {}  # sku -> counted exclusion (one per product, not per CSV row)
     candidates = scan_csv_blocks(fh, term_type_field(columns))
     lines = (line.decode("utf-8", "replace").rstrip("\r") for line in candidates)
     for row in csv.reader(lines):
@@ -618,8 +710,8 @@ def scan_offer_csv(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Offe
         # Empty CSV fields are attributes the JSON file leaves out: keep them out here too.
         attributes = {key: row[i] for key, i in layout.attributes if row[i]}
         reason = product_exclusion(attributes)
-        if reason == "capacity_block":
-            capacity_blocks.add(sku)
+        if reason is not None and reason in COUNTED_PRODUCT_EXCLUSIONS:
+            left_out[sku] = reason
         if reason is not None:
             continue
         kept.setdefault(sku, attributes)
@@ -634,21 +726,14 @@ def scan_offer_csv(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Offe
         known = rates.get(sku)
         if known is None or (rate[1] == "USD" and known[1] != "USD"):
             rates[sku] = rate
-    for _ in capacity_blocks:  # those that passed the prefilter: AWS sells Capacity Blocks for Linux
-        yield Excluded("capacity_block")
+    for reason in left_out.values():  # Capacity Blocks: AWS sells them for Linux, so all are seen
+        yield Excluded(reason)
     if kept and not rates:
         raise LayoutChanged(
             f"{source}: none of the {len(kept)} GPU products has an OnDemand hourly row "
             "(TermType OnDemand, Unit Hrs); has the CSV layout changed?"
         )
     yield from _priced_offers(kept, rates, header, file_region)
-
-
-def _is_zero(text: str) -> bool:
-    try:
-        return float(text) == 0
-    except ValueError:
-        return False
 
 
 def offer_location(stated_region: str, file_region: str | None) -> tuple[str, str | None]:
@@ -665,6 +750,7 @@ def _offer_from_product(
     currency: str,
     header: OfferFileHeader,
     file_region: str | None,
+    problem: str | None = None,
 ) -> Offer:
     stated_region = attributes.get("regionCode") or file_region or ""
     region, zone = offer_location(stated_region, file_region)
@@ -692,6 +778,7 @@ def _offer_from_product(
         vcpus=parse_number(attributes.get("vcpu")),
         ram_gb=parse_memory_gb(attributes.get("memory")),
         provider_data=provider_data,
+        problem=problem,
     )
 
 
@@ -702,8 +789,9 @@ def _offer_from_product(
 class SpotPrice:
     region: str
     instance_type: str
-    price: str  # as stated: "0.0666", "N/A*", "-1"
+    price: str | None  # as stated: "0.0666", "N/A*", "-1"; None when the column has no `prices`
     currency: str
+    group: str = ""  # the spot.js `type` the size is listed under ("gpuCurrentGen")
 
 
 @dataclass(frozen=True, slots=True)
@@ -765,11 +853,17 @@ def parse_spot_js(body: bytes, *, source: str = "spot.js") -> list[SpotPrice]:
                 )
                 if instance_type is None:
                     continue
+                group = str(type_entry.get("type", ""))
                 for column in size_entry.get("valueColumns") or []:
                     if str(column.get("name", "")).lower() != "linux":
                         continue
-                    for currency, price in (column.get("prices") or {}).items():
-                        prices.append(SpotPrice(region, instance_type, str(price), currency))
+                    cells = column.get("prices")
+                    if not isinstance(cells, dict) or not cells:
+                        # a Linux column without prices is a renamed key, not "not offered"
+                        prices.append(SpotPrice(region, instance_type, None, "USD", group))
+                        continue
+                    for currency, price in cells.items():
+                        prices.append(SpotPrice(region, instance_type, str(price), currency, group))
     return prices
 
 
@@ -818,14 +912,20 @@ def _float(value: Any) -> float | None:
 
 
 def spot_offers(prices: Sequence[SpotPrice], advisor: SpotAdvisor) -> Iterator[Offer | Excluded]:
-    """GPU spot offers with the advisor's band; advisor rows without a price make no offer."""
+    """GPU (and unknown-family) spot offers with the advisor's band; advisor rows without a price
+    make no offer; wrong price cells make flagged offers."""
     for cell in prices:
-        if not is_gpu_instance(cell.instance_type):
+        reason = hardware_exclusion(cell.instance_type, spot_group=cell.group)
+        if reason is not None:
+            yield Excluded(reason)
             continue
-        price = valid_price(cell.price) if cell.price not in NOT_A_PRICE else None
-        if price is None:
+        if cell.price in NOT_A_PRICE:
             yield Excluded("spot_not_available")
             continue
+        if cell.price is None:
+            price, problem = math.nan, "spot.js Linux column has no `prices` (renamed key?)"
+        else:
+            price, problem = read_price(cell.price, "spot.js Linux price")
         savings, band = advisor.advice.get((cell.region, cell.instance_type), (None, None))
         vcpus, ram_gb = advisor.specs.get(cell.instance_type, (None, None))
         provider_data: dict[str, Any] = {"savings_pct": savings}
@@ -848,4 +948,5 @@ def spot_offers(prices: Sequence[SpotPrice], advisor: SpotAdvisor) -> Iterator[O
             vcpus=vcpus,
             ram_gb=ram_gb,
             provider_data=provider_data,
+            problem=problem,
         )

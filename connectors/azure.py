@@ -8,10 +8,15 @@ layer retries 429/5xx). One OData `$filter` selects every GPU VM meter in every 
 
 All Azure GPU sizes are N-series (NC, ND, NG, NV), whose ARM names start with `Standard_N`; the
 filter also returns the N-series sizes without a GPU, NP (Xilinx FPGAs) and NM (AMD MA35D media
-accelerators), which parse excludes as `not_gpu_series`. `meterRegion='primary'` keeps one meter
-per region (the API otherwise also returns non-primary duplicates). Pages are `{"BillingCurrency",
-"CustomerEntityId", "Items": [...], "NextPageLink", "Count"}`; `fetch` follows `NextPageLink`
-until it is null.
+accelerators), which parse excludes as `not_gpu_series`. Unknown hardware: the prefix is Azure's
+naming rule for the GPU family (N = GPU), not an allow-list of sizes, so a new GPU size
+("Standard_ND_Zeta_Z9") comes back from the filter and lands under its ARM name (unmapped until
+the instance_types seed knows it); only the two named non-GPU series are left out, by rule. A GPU
+size outside the N family would not be fetched at all: none exists today, and fetching every VM
+meter (a hundred thousand) to guard against it would cost more than it protects.
+`meterRegion='primary'` keeps one meter per region (the API otherwise also returns non-primary
+duplicates). Pages are `{"BillingCurrency", "CustomerEntityId", "Items": [...], "NextPageLink",
+"Count"}`; `fetch` follows `NextPageLink` until it is null.
 
 Quirks handled (each excluded row is yielded by `parse` as `Excluded(reason, count)`, never silently lost):
 - Windows meters (`productName` contains "Windows", or "Win" in abbreviated names such as
@@ -21,9 +26,17 @@ Quirks handled (each excluded row is yielded by `parse` as `Excluded(reason, cou
   `pricing_type="spot"`, `price_source="market"`; everything else is on-demand `list`.
 - Dedicated Host meters (priced per host, not per VM) and non-Consumption rows are excluded.
 - A unit other than "1 Hour" is excluded (reason `unit`) rather than misread as hourly.
-- $0, negative or NaN prices (preview SKUs) are excluded (reason `invalid_price`).
+- A wrong price is not a reason to leave a meter out: a $0, negative, NaN or non-numeric
+  `retailPrice`, or no `retailPrice` key at all (a renamed field), yields the offer with `problem`
+  set (price NaN when it cannot be read), so the warehouse quarantines it and keeps the last good
+  price. Rule-based exclusions are checked first: a Windows meter with a bad price is `windows`.
+  A missing identity field (`armSkuName`, `armRegionName`, `meterName`, `productName`, `type`,
+  `unitOfMeasure`) leaves no offer to flag and raises `LayoutChanged`.
 - Two meters for the same offer key (instance, region, pricing type) keep the one with the latest
-  `effectiveStartDate`, then the lower price; the other is counted as `duplicate_meter`.
+  `effectiveStartDate`, then the lower price, a well-priced meter always before a flagged one; the
+  other is counted as `duplicate_meter`.
+- Scope: the default `"<pricing_type>:<region>"`; each region's on-demand and spot meters are
+  separate rows of one listing, and a region that vanishes from it is what the guard must catch.
 - A `NextPageLink` already followed raises `LayoutChanged` instead of looping forever; a run that
   yields no item at all raises too, so a transient empty answer cannot close every Azure offer.
 
@@ -57,15 +70,17 @@ GPU_SKU_PREFIX = "Standard_N"
 MAX_PAGES = 1000
 # Short product names abbreviate it: "Virtual Machines NCCadsv5 Srs Win".
 _WINDOWS = re.compile(r"\bWin(dows)?\b")
+# Without these an item cannot be classified or keyed: a LayoutChanged. The price key is not among
+# them: a missing `retailPrice` is a wrong row, flagged, never a failure of the whole listing.
 _REQUIRED_KEYS = (
     "armSkuName",
     "armRegionName",
-    "retailPrice",
     "unitOfMeasure",
     "meterName",
     "productName",
     "type",
 )
+PRICE_KEY = "retailPrice"
 
 
 # N-series families that carry no GPU: NP = Xilinx Alveo FPGAs, NM = AMD MA35D media accelerators
@@ -137,9 +152,7 @@ def classify_item(item: Mapping[str, Any], currency: str = "USD") -> Offer | Exc
         return Excluded("dedicated_host", sku)
     if item["unitOfMeasure"] != "1 Hour":
         return Excluded("unit", f"{sku}: {item['unitOfMeasure']}")
-    price = _as_float(item["retailPrice"])
-    if price is None or not price > 0:
-        return Excluded("invalid_price", f"{sku}: {item['retailPrice']!r}")
+    price, problem = price_problem(item)
     is_spot = "Spot" in meter or (item.get("skuName") or "").endswith(" Spot")
     return Offer(
         provider=name,
@@ -151,6 +164,7 @@ def classify_item(item: Mapping[str, Any], currency: str = "USD") -> Offer | Exc
         currency=item.get("currencyCode") or currency,
         gpu_name_raw=None,
         gpu_count=0.0,
+        problem=problem,
         provider_data={
             "gpu_count_source": "unknown",
             "meter_id": item.get("meterId"),
@@ -159,7 +173,9 @@ def classify_item(item: Mapping[str, Any], currency: str = "USD") -> Offer | Exc
             "sku_name": item.get("skuName"),
             "location": item.get("location"),
             "effective_start_date": item.get("effectiveStartDate"),
-        },
+        }
+        # the quarantine keeps the row: with the unreadable value, not only the NaN it became
+        | ({"retail_price_raw": item.get(PRICE_KEY)} if problem else {}),
     )
 
 
@@ -196,13 +212,29 @@ def _classify(responses: Sequence[RawResponse]) -> tuple[list[Offer], Counter[st
 
 
 def _supersedes(new: Offer, old: Offer) -> bool:
-    """Whether `new` replaces `old` for the same key: the later meter wins, then the cheaper."""
+    """Whether `new` replaces `old` for the same key: a readable price beats a flagged one, then
+    the later meter wins, then the cheaper."""
+    if (new.problem is None) != (old.problem is None):
+        return new.problem is None
     # ISO-8601 timestamps in one format sort correctly as text.
     new_start = str(new.provider_data.get("effective_start_date") or "")
     old_start = str(old.provider_data.get("effective_start_date") or "")
     if new_start != old_start:
         return new_start > old_start
     return new.price_per_hour < old.price_per_hour
+
+
+def price_problem(item: Mapping[str, Any]) -> tuple[float, str | None]:
+    """(price, what is wrong with it or None) of an item's `retailPrice`."""
+    if PRICE_KEY not in item:
+        return math.nan, f"`{PRICE_KEY}` missing from the price item (renamed?)"
+    raw = item[PRICE_KEY]
+    price = _as_float(raw)
+    if price is None:
+        return math.nan, f"`{PRICE_KEY}` is not a finite number: {raw!r}"
+    if price <= 0:
+        return price, f"`{PRICE_KEY}` is zero or negative: {raw!r}"
+    return price, None
 
 
 def _as_float(value: object) -> float | None:

@@ -25,7 +25,29 @@ Americas", "Nvidia Tesla A100 GPU running in Americas"; A3 High also bills its H
 `connectors/data/gcp_machine_shapes.csv` (vCPUs, RAM, accelerator and count per machine type, each
 row with its documentation URL) whenever all three components are priced in that region; the parts
 go into `provider_data["components"]`. A machine whose components are not all priced in a region
-gets no offer there; `report()` counts those.
+gets no offer there; `report()` counts those, and `parse` yields them as `Excluded`.
+
+Wrong prices are never "not offered": a SKU whose price is $0, negative, NaN, not a number, or
+missing (`pricingInfo`, `tieredRates`, `unitPrice`, `usageUnit` absent: a renamed key), or metered
+in a unit other than the expected one, is still read as a component, carrying a `problem`; every
+machine built from it yields its offer with `problem` set and price NaN (its parts' prices kept in
+`provider_data`), which the warehouse quarantines while keeping the last good price. Of two SKUs
+for the same part a readable one always wins over a flagged one. One bad SKU never fails the
+provider. GCP lists V100 at $0 in regions that do not sell it (6 SKUs in the 2025-06 capture):
+those now surface as quarantined n1+V100 offers there, never as published $0 prices.
+
+Unknown GPUs land. A GPU SKU whose label is not in `GPU_LABELS` (a new "Nvidia Zeta Z9 GPU running
+in Belgium") has no machine shape to be assembled into, so it yields a GPU-only offer per region
+and usage: `instance_type` "<label> (GPU only)", `gpu_name_raw` the label as stated, `gpu_count`
+1, the GPU SKU's hourly price, and `provider_data["price_covers"]` saying that vCPUs and RAM are
+not included. It shows in marts.unmapped_gpus; adding the label to `GPU_LABELS` and its machines to
+the shape table replaces it with whole-machine offers. Core/RAM SKUs of a family not in
+`FAMILY_LABELS` are skipped by rule ("machine family without GPUs", E2, N2, ...): they price no GPU,
+and a new GPU family shows up through its GPU SKU.
+
+Scopes: the default `"<pricing_type>:<region>"`. GCP prices are regional (`serviceRegions`; zones
+are not priced separately and `zone` is never set), and every region comes from the same listing,
+so a region that vanishes or thins out is what the per-scope guard must catch.
 
 Quirks handled:
 - Descriptions are the source of truth for what a SKU prices. `category` is used when present
@@ -36,11 +58,10 @@ Quirks handled:
   `price_source="market"`; on-demand prices are `"list"`.
 - Skipped, with the reason counted by `report()`: committed use ("Commitment v1:", "for 1 Year",
   usageType Commit*), reservations ("Reserved ..."), DWS flex-start / calendar mode, sole tenancy,
-  custom machine cores, licence fees, families that carry no GPU (E2, N2, ...), GPU labels not in
-  `GPU_LABELS`, and zero or negative prices (never offered as $0).
+  custom machine cores, licence fees, families that carry no GPU (E2, N2, ...).
 - Regions come from `serviceRegions`. Without it, the description's location is mapped by
   `LOCATION_REGIONS`; multi-region names ("Americas", "EMEA", "APAC", "Japan") cannot be resolved
-  from text and stay unassigned (counted).
+  from text and stay unassigned (counted, and yielded as `Excluded("sku: location without a region")`).
 - Prices are `units + nanos / 1e9` of the tier starting at usage 0 in `pricingInfo[0]` (the list
   holds only the current price unless a time range is requested; compute SKUs have one tier, and
   for tiered SKUs the first tier is the rate the first hour is billed at). proto3 JSON omits zero fields, so
@@ -51,14 +72,16 @@ Quirks handled:
   regions wins, then the lower skuId, so the result does not depend on page order.
 - Local SSD bundled with a2-ultragpu / a3 machines is not included in the assembled price.
 - a4-highgpu-8g (B200) is in the shape table, but no B200 GPU SKU description has been seen in a
-  capture yet, so `GPU_LABELS` has no entry for it: A4 gets no offer and its SKU shows up in
-  `report().skipped` as "GPU label not in GPU_LABELS: ..." until the label is added.
+  capture yet, so `GPU_LABELS` has no entry for it: until the label is added, A4 gets no
+  whole-machine offer and its GPU SKU lands as a GPU-only offer (unmapped), counted in
+  `report().unknown_gpus`.
 """
 
 from __future__ import annotations
 
 import csv
 import functools
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -203,9 +226,11 @@ class Component:
     usage: Usage
     regions: tuple[str, ...]
     location: str  # as the description states it ("Americas", "Belgium")
-    price: float  # per hour; per GiB-hour for RAM
+    price: float  # per hour; per GiB-hour for RAM; NaN when it could not be read
     currency: str
     description: str
+    problem: str | None = None  # why the price is wrong; machines built from it are flagged
+    known: bool = True  # False: a GPU label not in GPU_LABELS (`subject` is the label as stated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +267,8 @@ class Report:
     offers: Mapping[Usage, int]
     incomplete: Mapping[tuple[str, Usage, str], int] = field(default_factory=dict)
     # (machine type, usage, "missing core|ram|gpu") -> regions where the other parts were priced
+    unknown_gpus: Mapping[str, int] = field(default_factory=dict)  # label -> GPU-only offers
+    flagged: Mapping[Usage, int] = field(default_factory=dict)  # offers with a `problem`
 
 
 # --- shapes ---------------------------------------------------------------------------------------
@@ -340,25 +367,19 @@ def read_sku(sku: Mapping[str, Any]) -> Component | Skipped:
     kind: Kind
     if gpu := _GPU_RE.match(description):
         kind, location = "gpu", gpu["location"]
-        subject = GPU_LABELS.get(gpu["label"])
-        if subject is None:
-            return Skipped(sku_id, description, f"GPU label not in GPU_LABELS: {gpu['label']}")
+        known = gpu["label"] in GPU_LABELS
+        # an unknown label is kept as stated: it lands as a GPU-only offer, never vanishes
+        subject = GPU_LABELS.get(gpu["label"], gpu["label"])
     elif host := _HOST_RE.match(description):
         kind, location = ("core" if host["resource"] == "Core" else "ram"), host["location"]
-        subject = FAMILY_LABELS.get(host["family"])
-        if subject is None:
+        family = FAMILY_LABELS.get(host["family"])
+        if family is None:
             return Skipped(sku_id, description, "machine family without GPUs")
+        subject, known = family, True
     else:
         return Skipped(sku_id, description, "not a GPU, core or RAM SKU")
 
-    price, currency, unit = hourly_rate(sku)
-    if unit != _EXPECTED_UNIT[kind]:
-        raise LayoutChanged(
-            f"GCP SKU {sku_id} ({description}): usageUnit {unit!r}, expected {_EXPECTED_UNIT[kind]!r}; "
-            "has GCP changed how it meters this resource?"
-        )
-    if not price > 0:  # also catches NaN
-        return Skipped(sku_id, description, "zero or negative price")
+    price, currency, problem = price_problem(sku, kind)
     return Component(
         sku_id=sku_id,
         kind=kind,
@@ -369,7 +390,34 @@ def read_sku(sku: Mapping[str, Any]) -> Component | Skipped:
         price=price,
         currency=currency,
         description=description,
+        problem=problem,
+        known=known,
     )
+
+
+def price_problem(sku: Mapping[str, Any], kind: Kind) -> tuple[float, str, str | None]:
+    """(price, currency, what is wrong with it or None) of a SKU that prices a component.
+
+    A SKU whose price cannot be read or is not a positive finite number in the expected unit is a
+    wrong row: flagged, so it is quarantined instead of failing the provider or vanishing.
+    """
+    try:
+        price, currency, unit = hourly_rate(sku)
+    except LayoutChanged as exc:
+        return math.nan, "", str(exc)
+    except (ValueError, TypeError, OverflowError) as exc:  # units "abc", nanos NaN
+        return math.nan, "", f"GCP SKU {_sku_label(sku)}: unreadable unitPrice ({exc})"
+    if unit != _EXPECTED_UNIT[kind]:
+        return (
+            math.nan,
+            currency,
+            (f"usageUnit {unit!r}, expected {_EXPECTED_UNIT[kind]!r}; has GCP changed how it meters this?"),
+        )
+    if not math.isfinite(price):
+        return math.nan, currency, f"price is not finite: {price!r}"
+    if price <= 0:
+        return price, currency, f"zero or negative price: {price!r}"
+    return price, currency, None
 
 
 # --- the catalog ----------------------------------------------------------------------------------
@@ -409,14 +457,16 @@ ComponentKey = tuple[Kind, str, Usage, str]  # kind, subject, usage, region
 
 
 def index_components(components: Iterable[Component]) -> dict[ComponentKey, Component]:
-    """One component per (kind, subject, usage, region): fewest regions wins, then lowest skuId."""
+    """One component per (kind, subject, usage, region): a readable price, then fewest regions,
+    then the lowest skuId wins."""
     index: dict[ComponentKey, Component] = {}
     for component in components:
         for region in component.regions:
             key = (component.kind, component.subject, component.usage, region)
             held = index.get(key)
-            rank = (len(component.regions), component.sku_id)
-            if held is None or rank < (len(held.regions), held.sku_id):
+            # a readable price first, then the SKU covering fewer regions, then the lower id
+            rank = (component.problem is not None, len(component.regions), component.sku_id)
+            if held is None or rank < (held.problem is not None, len(held.regions), held.sku_id):
                 index[key] = component
     return index
 
@@ -450,11 +500,37 @@ def assemble(
                         if component is None:
                             incomplete[(shape.machine_type, usage, f"missing {kind}")] += 1
                     continue
-                if len({core.currency, ram.currency, gpu.currency}) != 1:
+                # a flagged part may have no readable currency: only readable ones must agree
+                if len({c.currency for c in (core, ram, gpu) if c.problem is None}) > 1:
                     incomplete[(shape.machine_type, usage, "mixed currencies")] += 1
                     continue
                 offers.append(machine_offer(shape, region, usage, core, ram, gpu))
+    offers.extend(gpu_only_offer(c, region) for (*_, region), c in sorted(index.items()) if not c.known)
     return offers, incomplete
+
+
+def gpu_only_offer(gpu: Component, region: str) -> Offer:
+    """An unknown GPU's own hourly price, so it lands (unmapped) instead of vanishing."""
+    return Offer(
+        provider=name,
+        instance_type=f"{gpu.subject} (GPU only)",
+        region=region,
+        pricing_type=gpu.usage,
+        price_source="market" if gpu.usage == "spot" else "list",
+        price_per_hour=gpu.price,
+        currency=gpu.currency or "USD",
+        gpu_name_raw=gpu.subject,
+        gpu_count=1.0,
+        provider_data={
+            "price_covers": (
+                "one GPU only: GCP bills vCPUs and RAM separately, and no machine shape is known "
+                "for this GPU label (add it to GPU_LABELS and the shape table)"
+            ),
+            "sku_ids": [gpu.sku_id],
+            "description": gpu.description,
+        },
+        problem=gpu.problem,
+    )
 
 
 def machine_offer(
@@ -462,14 +538,17 @@ def machine_offer(
 ) -> Offer:
     """vCPUs × core price + GB × RAM price + GPUs × GPU price, with the parts kept alongside."""
     price = shape.vcpus * core.price + shape.ram_gb * ram.price + shape.gpu_count * gpu.price
+    wrong = [f"{c.kind} SKU {c.sku_id} ({c.description}): {c.problem}" for c in (core, ram, gpu) if c.problem]
+    currency = next((c.currency for c in (gpu, core, ram) if c.currency), "USD")
     return Offer(
         provider=name,
         instance_type=shape.machine_type,
         region=region,
         pricing_type=usage,
         price_source="market" if usage == "spot" else "list",
-        price_per_hour=round(price, 9),  # nanos precision; drops float noise from the sum
-        currency=gpu.currency,
+        # nanos precision drops float noise from the sum; a sum with a wrong part means nothing
+        price_per_hour=math.nan if wrong else round(price, 9),
+        currency=currency,
         gpu_name_raw=shape.accelerator,
         gpu_count=float(shape.gpu_count),
         gpu_memory_gb_raw=shape.gpu_memory_gb,
@@ -483,12 +562,13 @@ def machine_offer(
                 "vcpus": shape.vcpus,
                 "ram_gb": shape.ram_gb,
                 "gpus": shape.gpu_count,
-                "currency": gpu.currency,
+                "currency": currency,
             },
             "sku_ids": [core.sku_id, ram.sku_id, gpu.sku_id],
             "family": shape.family,
             "shape_source": shape.source,
         },
+        problem="; ".join(wrong) or None,
     )
 
 
@@ -520,6 +600,8 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
     offers, incomplete = assemble(components, load_shapes())
     yield from offers
     yield from excluded(Counter(f"sku: {s.reason}" for s in skipped))
+    # a component whose location names no region prices nothing we can place: said, not lost
+    yield from excluded(Counter("sku: location without a region" for c in components if not c.regions))
     missing: Counter[str] = Counter()
     for (_machine, _usage, what), regions in incomplete.items():
         missing[f"machine: {what}"] += regions
@@ -537,6 +619,8 @@ def report(responses: Sequence[RawResponse]) -> Report:
         unassigned_locations=dict(Counter(c.location for c in components if not c.regions)),
         offers=dict(Counter(o.pricing_type for o in offers)),
         incomplete=dict(incomplete),
+        unknown_gpus=dict(Counter(c.subject for c in components if not c.known for _ in c.regions)),
+        flagged=dict(Counter(o.pricing_type for o in offers if o.problem)),
     )
 
 

@@ -28,8 +28,18 @@ Quirks handled:
 - `gpu_name_raw` is the model token of the shape name (BM.GPU.H100.8 -> "H100",
   BM.GPU.A100-v2.8 -> "A100"); generation-named shapes (BM.GPU4.8, VM.GPU3.1) do not name the
   model, so it is None there and the instance_types seed resolves the GPU.
-- Hidden or non-ACTIVE shapes and GPU shapes whose part has no USD price are skipped and counted by
-  `parse` (as `Excluded` items). No GPU part or no GPU shape at all raises `LayoutChanged`.
+- Left out by rule and counted by `parse` (as `Excluded` items): hidden or non-ACTIVE shapes, and
+  GPU shapes billed by a part the price list does not carry at all (`no_gpu_price`: not publicly
+  priced, e.g. BM.GPU.GB200.4). No GPU part or no GPU shape at all raises `LayoutChanged`.
+- Wrong, not left out: a "GPU Per Hour" part whose USD PAYG price is $0, negative, NaN, not a
+  number, or missing (a renamed `value`, `model` or `prices` key must not read as "not offered")
+  is kept with its `problem`, and every shape it bills yields offers with `problem` set (price NaN
+  when unreadable), which the warehouse quarantines while keeping their last good prices.
+- Unknown hardware lands: any ACTIVE shape with a positive `gpuQty` becomes offers, whatever its
+  model token says (a new "BM.GPU.Zeta Z9.8" lands with `gpu_name_raw` "Zeta Z9", unmapped until
+  the seeds know it); there is no allow-list of shapes or models.
+- Scopes: the default `"<pricing_type>:global"`, one for list prices and one for the preemptible
+  estimates; both come from the same two bodies.
 """
 
 from __future__ import annotations
@@ -62,7 +72,8 @@ class GpuPart:
 
     part_number: str
     display_name: str
-    price_per_gpu_hour: float
+    price_per_gpu_hour: float  # NaN when it could not be read
+    problem: str | None = None  # why the price is wrong; None for a usable price
 
 
 def fetch(
@@ -103,15 +114,16 @@ def gpu_parts(payload: Any, url: str = PRODUCTS_URL) -> dict[str, GpuPart]:
     for item in items:
         if not isinstance(item, dict) or item.get("metricName") != GPU_METRIC:
             continue
-        price = _payg_price(item.get("currencyCodeLocalizations"))
-        if price is not None and item.get("partNumber"):
-            parts[item["partNumber"]] = GpuPart(
-                item["partNumber"], " ".join(str(item.get("displayName", "")).split()), price
-            )
+        if not item.get("partNumber"):
+            continue  # shapes name their part by number: a part without one bills nothing
+        price, problem = payg_price(item.get("currencyCodeLocalizations"))
+        parts[item["partNumber"]] = GpuPart(
+            item["partNumber"], " ".join(str(item.get("displayName", "")).split()), price, problem
+        )
     if not parts:
         raise LayoutChanged(
-            f"{url}: no item with metricName {GPU_METRIC!r} and a {CURRENCY} {PRICE_MODEL} price "
-            f"among {len(items)} items; has the price list changed its metrics?"
+            f"{url}: no item with metricName {GPU_METRIC!r} among {len(items)} items; "
+            "has the price list changed its metrics?"
         )
     return parts
 
@@ -151,7 +163,9 @@ def shape_offers(shape: Mapping[str, Any], parts: Mapping[str, GpuPart]) -> list
     )
     ram = shape.get("bundleMemoryQty")
     ocpus = next((p.get("qty") for p in products if p.get("partNumber") == part.part_number), None)
+    # NaN stays NaN through the arithmetic: a flagged part makes flagged offers
     list_price = round(gpu_qty * part.price_per_gpu_hour, 6)
+    problem = f"GPU part {part.part_number}: {part.problem}" if part.problem else None
     data = {
         "display_name": display,
         "part_number": part.part_number,
@@ -178,6 +192,7 @@ def shape_offers(shape: Mapping[str, Any], parts: Mapping[str, GpuPart]) -> list
             price_source="list",
             price_per_hour=list_price,
             provider_data=data,
+            problem=problem,
             **common,
         )
     ]
@@ -188,6 +203,7 @@ def shape_offers(shape: Mapping[str, Any], parts: Mapping[str, GpuPart]) -> list
                 price_source="estimated",
                 price_per_hour=round(list_price * PREEMPTIBLE_FRACTION, 6),
                 provider_data={**data, "estimate_rule": "preemptible = 50% of on-demand list"},
+                problem=problem,
                 **common,
             )
         )
@@ -237,14 +253,21 @@ def _items(payload: Any, url: str) -> list[Any]:
     return payload["items"]
 
 
-def _payg_price(localizations: Any) -> float | None:
+def payg_price(localizations: Any) -> tuple[float, str | None]:
+    """(USD PAYG price per GPU-hour, what is wrong with it or None) of a GPU part."""
     for localization in localizations or []:
         if not isinstance(localization, dict) or localization.get("currencyCode") != CURRENCY:
             continue
         for price in localization.get("prices") or []:
-            value = price.get("value") if isinstance(price, dict) else None
-            if price.get("model") == PRICE_MODEL and isinstance(value, int | float):
-                number = float(value)
-                if math.isfinite(number) and number > 0:
-                    return number
-    return None
+            if not isinstance(price, dict) or price.get("model") != PRICE_MODEL:
+                continue
+            value = price.get("value")
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return math.nan, f"{PRICE_MODEL} `value` missing or not a number: {value!r}"
+            number = float(value)
+            if not math.isfinite(number):
+                return math.nan, f"{PRICE_MODEL} `value` is not finite: {value!r}"
+            if number <= 0:
+                return number, f"{PRICE_MODEL} `value` is zero or negative: {value!r}"
+            return number, None
+    return math.nan, f"no {CURRENCY} {PRICE_MODEL} price in `currencyCodeLocalizations` (renamed key?)"

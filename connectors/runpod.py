@@ -17,24 +17,38 @@ of third parties):
 Quirks handled:
 - A cloud flag (`secureCloud`, `communityCloud`) that is false means "not offered there", even when
   the price field holds a number (the API returns placeholder prices, e.g. communityPrice 0.5 for
-  B200 with communityCloud false). Null or 0 prices also mean "not offered": skipped, not errors.
+  B200 with communityCloud false): counted as `Excluded("not_in_cloud")`.
+- In a cloud whose flag is true, a spot price of null means "no interruptible pods of this type
+  there" (RunPod answers null for it; captures have 7 such types): `Excluded("no_spot_price")`.
+  Every other unusable price is *wrong*, not "not offered", and is yielded as offers with `problem`
+  set and price NaN, one per pod size, so the warehouse quarantines them and keeps their last
+  good prices: a price key absent from the entry (a renamed field must not empty the catalog), a
+  null on-demand price in a cloud flagged as offered, and 0, negative, NaN or non-numeric values.
 - Prices are global (one price per GPU type and cloud), so `region="global"`.
+- Scopes: `"<cloud>:<pricing_type>"` ("secure:on_demand", "community:spot", ...). Secure pods are
+  RunPod's own data centres and community pods third-party hosts, priced by different fields, so
+  each cloud's on-demand and spot columns fail (vanish, go null) on their own; the warehouse
+  guards each of the four against its own last good load.
+- An entry without `id` cannot be keyed: it is yielded as a flagged offer named by its position,
+  never silently dropped (a whole answer without ids is a `LayoutChanged`).
 - A GraphQL `errors` answer (HTTP 200) raises `ConnectorError` with RunPod's messages; a payload
   without `data.gpuTypes`, or with an empty list, raises `LayoutChanged` so that a transient empty
   answer cannot close every RunPod offer.
 
 `instance_type` is `"{n}x {gpu id} ({cloud})"` (e.g. `"8x NVIDIA H100 80GB HBM3 (secure)"`),
 unique per offer key; `gpu_name_raw` is the gpuTypes `id`, `gpu_memory_gb_raw` its `memoryInGb`.
+Every GPU type in the answer becomes offers, whatever its name: an unknown one lands unmapped.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from connectors.base import ConnectorError, LayoutChanged, Offer, RawResponse, Unchanged
+from connectors.base import ConnectorError, Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded
 from connectors.http import Client
 
 name = "runpod"
@@ -98,14 +112,35 @@ def gpu_counts(max_count: object) -> tuple[int, ...]:
     return tuple(n for n in GPU_COUNTS if n <= max_count)
 
 
-def gpu_type_offers(gpu: Mapping[str, Any]) -> Iterator[Offer]:
-    """All offers of one gpuTypes entry: per cloud, pricing type and GPU count."""
+def price_problem(gpu: Mapping[str, Any], key: str) -> tuple[float, str | None]:
+    """(per-GPU price, what is wrong with it or None) of a price field of an offered cloud."""
+    if key not in gpu:
+        return math.nan, f"price field `{key}` missing from the gpuTypes entry (renamed?)"
+    value = gpu[key]
+    if value is None:
+        return math.nan, f"`{key}` is null although the cloud is flagged as offered"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan, f"`{key}` is not a number: {value!r}"
+    number = float(value)
+    if not math.isfinite(number):
+        return math.nan, f"`{key}` is not a finite number: {value!r}"
+    if number <= 0:
+        return number, f"`{key}` is zero or negative: {value!r}"
+    return number, None
+
+
+def gpu_type_offers(gpu: Mapping[str, Any], position: int | None = None) -> Iterator[Offer | Excluded]:
+    """All offers of one gpuTypes entry: per cloud, pricing type and GPU count; exclusions by rule."""
     gpu_id = gpu.get("id")
+    entry_problem = None
     if not gpu_id:
-        raise LayoutChanged(f"gpuTypes entry without `id`: {dict(gpu)!r}")
+        # Cannot be keyed by its id: flagged under its position, so it is quarantined, not lost.
+        gpu_id = f"gpuTypes[{position if position is not None else '?'}]"
+        entry_problem = "gpuTypes entry without `id`"
     memory = _positive(gpu.get("memoryInGb"))
     for cloud, flag, on_demand_key, spot_key, max_key in CLOUDS:
         if not gpu.get(flag):
+            yield Excluded("not_in_cloud", f"{gpu_id} ({cloud})")
             continue  # not offered in this cloud, whatever the price fields say
         max_count = gpu.get(max_key)
         if max_count is None:
@@ -115,9 +150,11 @@ def gpu_type_offers(gpu: Mapping[str, Any]) -> Iterator[Offer]:
             (on_demand_key, "on_demand", "list"),
             (spot_key, "spot", "market"),
         ):
-            per_gpu = _positive(gpu.get(price_key))
-            if per_gpu is None:
-                continue  # null/0: this pricing is not offered in this cloud
+            if pricing_type == "spot" and price_key in gpu and gpu[price_key] is None:
+                yield Excluded("no_spot_price", f"{gpu_id} ({cloud})")
+                continue  # RunPod's way of saying: no interruptible pods of this type here
+            per_gpu, problem = price_problem(gpu, price_key)
+            problem = entry_problem or problem
             for count in counts:
                 yield Offer(
                     provider=name,
@@ -125,7 +162,7 @@ def gpu_type_offers(gpu: Mapping[str, Any]) -> Iterator[Offer]:
                     region="global",
                     pricing_type=pricing_type,  # type: ignore[arg-type]
                     price_source=source,  # type: ignore[arg-type]
-                    price_per_hour=round(count * per_gpu, 6),
+                    price_per_hour=round(count * per_gpu, 6) if not math.isnan(per_gpu) else math.nan,
                     currency="USD",
                     gpu_name_raw=gpu_id,
                     gpu_count=float(count),
@@ -134,16 +171,29 @@ def gpu_type_offers(gpu: Mapping[str, Any]) -> Iterator[Offer]:
                         "cloud": cloud,
                         "gpu_type_id": gpu_id,
                         "display_name": gpu.get("displayName"),
-                        "price_per_gpu_hour": per_gpu,
+                        "price_per_gpu_hour": per_gpu if problem is None else gpu.get(price_key),
                         "max_gpu_count": max_count,
                     },
+                    scope=f"{cloud}:{pricing_type}",
+                    problem=problem,
                 )
 
 
-def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged]:
+def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
+    counts: Counter[str] = Counter()
     for response in responses:
-        for gpu in gpu_types(response.json(), response.url):
-            yield from gpu_type_offers(gpu)
+        types = gpu_types(response.json(), response.url)
+        if not any(isinstance(gpu, Mapping) and gpu.get("id") for gpu in types):
+            raise LayoutChanged(f"{response.url}: no gpuTypes entry has an `id`; has the schema changed?")
+        for position, gpu in enumerate(types):
+            if not isinstance(gpu, Mapping):
+                raise LayoutChanged(f"{response.url}: gpuTypes[{position}] is not an object: {gpu!r:.80}")
+            for item in gpu_type_offers(gpu, position):
+                if isinstance(item, Excluded):
+                    counts[item.reason] += 1
+                else:
+                    yield item
+    yield from excluded(counts)
 
 
 def _positive(value: object) -> float | None:

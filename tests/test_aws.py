@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import httpx
 import pytest
 
 from connectors import aws
-from connectors.base import FetchError, LayoutChanged, Offer, RawResponse, Unchanged, exclusions
+from connectors.base import Excluded, FetchError, LayoutChanged, Offer, RawResponse, Unchanged, exclusions
 from connectors.http import make_client
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,7 +82,14 @@ def test_product_exclusion_reasons() -> None:
     assert aws.product_exclusion({**plain, "capacitystatus": "UnusedCapacityReservation"}) == (
         "not_plain_linux"
     )
-    assert aws.product_exclusion({**plain, "instanceType": "m5.large"}) == "not_gpu"
+    assert aws.product_exclusion({**plain, "instanceType": "m5.large"}) == "cpu_only"
+    assert aws.product_exclusion({**plain, "instanceType": "trn1.32xlarge", "gpu": "16"}) == (
+        "not_gpu_accelerator"
+    )
+    # outside the selection first, so JSON and CSV count the same exclusions
+    assert aws.product_exclusion({**plain, "instanceType": "m5.large", "tenancy": "Dedicated"}) == (
+        "not_plain_linux"
+    )
 
 
 @pytest.mark.parametrize(
@@ -216,11 +224,11 @@ def test_real_us_east_1_p4d_offer(shared_raw: Path) -> None:
 
 
 def test_real_us_east_2_sample_has_no_plain_linux_gpu_row(shared_raw: Path) -> None:
-    # Its only GPU product is a p3.8xlarge under Windows BYOL; m5.large is not a GPU.
+    # Its only GPU product is a p3.8xlarge under Windows BYOL; m5.large is not a GPU (counted).
     response = _shared_offer(
         shared_raw, "bulk-offer-AmazonEC2-us-east-2-truncated.json", "20230322145651", "us-east-2"
     )
-    assert list(aws.parse([response])) == []
+    assert list(aws.parse([response])) == [Excluded("cpu_only")]
 
 
 def test_real_china_sample_parses_to_nothing_and_is_not_fetched(shared_raw: Path) -> None:
@@ -307,6 +315,7 @@ def test_replay_fetch_and_parse_the_committed_cassette() -> None:
         ("us-east-1", "p5.48xlarge", "on_demand"),
         ("us-east-1", "g6.xlarge", "on_demand"),
         ("us-east-1", "g4dn.xlarge", "on_demand"),
+        ("us-east-1", "g5.xlarge", "on_demand"),  # $0 in the offer file: flagged, not excluded
         ("eu-west-1", "g5.xlarge", "on_demand"),
         ("eu-west-1", "p4d.24xlarge", "on_demand"),
         ("us-east-1", "g6.xlarge", "spot"),
@@ -340,7 +349,19 @@ def test_replay_fetch_and_parse_the_committed_cassette() -> None:
     # The advisor knows g6.xlarge in eu-west-1, spot.js has no price: no offer is invented.
     assert ("eu-west-1", "g6.xlarge", "spot") not in offers
 
-    assert exclusions(aws.parse(responses)) == {"capacity_block": 1, "zero_price": 1, "spot_not_available": 1}
+    g5 = offers["us-east-1", "g5.xlarge", "on_demand"]
+    assert (g5.price_per_hour, g5.problem) == (
+        0.0,
+        "on-demand hourly pricePerUnit is zero or negative: '0.0000000000'",
+    )
+    assert [k for k, o in offers.items() if o.problem] == [("us-east-1", "g5.xlarge", "on_demand")]
+    # m7i on-demand and spot, c7g: CPU-only; trn1: Trainium; the p5 Capacity Block; g5 spot "N/A*"
+    assert exclusions(aws.parse(responses)) == {
+        "capacity_block": 1,
+        "cpu_only": 3,
+        "not_gpu_accelerator": 1,
+        "spot_not_available": 1,
+    }
 
 
 def test_replay_second_run_with_previous_skips_offer_files() -> None:
@@ -474,7 +495,9 @@ def test_reserved_section_is_never_tokenized() -> None:
     cut = text.rindex('"PAD"') + 10 * 1024 * 1024
     body = (text[:cut] + "<<not json>>").encode()
     offers = _offers(aws.parse([_raw(US_EAST_1_JSON_URL, body=body)]))
-    assert {o.instance_type for o in offers} == {"p5.48xlarge", "g4dn.xlarge"}
+    # the $0 g5.xlarge is a flagged offer (quarantined by the warehouse), not an exclusion
+    assert {o.instance_type for o in offers if not o.problem} == {"p5.48xlarge", "g4dn.xlarge"}
+    assert {o.instance_type for o in offers if o.problem} == {"g5.xlarge"}
     assert exclusions(aws.parse([_raw(US_EAST_1_JSON_URL, body=body)]))["no_hourly_rate"] == 1
 
 
@@ -529,7 +552,9 @@ def test_csv_parse_reads_the_preamble_and_the_plain_rows() -> None:
         ("us-east-1", "p5.48xlarge", "on_demand"),
         ("us-east-1", "g6.xlarge", "on_demand"),
         ("us-east-1", "g4dn.xlarge", "on_demand"),
+        ("us-east-1", "g5.xlarge", "on_demand"),  # its $0 rate: flagged, for the quarantine
     }
+    assert [k for k, o in offers.items() if o.problem] == [("us-east-1", "g5.xlarge", "on_demand")]
     p5 = offers["us-east-1", "p5.48xlarge", "on_demand"]
     assert p5.price_per_hour == 55.04  # the OnDemand row, not the Reserved row of the same sku
     assert p5.provider_data["offer_version"] == "20261127183045"
@@ -635,3 +660,147 @@ def test_csv_prefers_the_usd_hourly_row() -> None:
     offers = _by_key(_offers(aws.parse([_raw(EU_WEST_1_URL, body=_csv_body(body))])))
     g5_offer = offers["eu-west-1", "g5.xlarge", "on_demand"]
     assert (g5_offer.price_per_hour, g5_offer.currency) == (1.123, "USD")
+
+
+# --- unknown hardware, wrong rows, scopes -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "gpu", "group", "expected"),
+    [
+        # on-demand: the lists first, then the offer file's gpu attribute
+        ("p5.48xlarge", None, None, None),
+        ("p7.48xlarge", None, None, None),  # a new family of a GPU series
+        ("zeta9.48xlarge", "8", None, None),  # a family nobody knows, with GPUs stated
+        ("zeta9.48xlarge", "NA", None, "cpu_only"),
+        ("m7i.large", None, None, "cpu_only"),
+        ("trn3.48xlarge", "16", None, "not_gpu_accelerator"),  # a new Trainium, by its series
+        ("inf2.xlarge", None, None, "not_gpu_accelerator"),
+        # spot.js: no hardware stated; a known CPU series is left out, anything unknown lands
+        ("p7.48xlarge", None, "acceleratedComputing", None),
+        ("zeta9.48xlarge", None, "generalCurrentGen", None),
+        ("q1.xlarge", None, "gpuCurrentGen", None),
+        ("m9i.large", None, "generalCurrentGen", "cpu_only"),
+        ("x2iedn.xlarge", None, "hiMemCurrentGen", "cpu_only"),
+        ("hpc7g.16xlarge", None, "hpcCurrentGen", "cpu_only"),
+        ("f2.12xlarge", None, "fpgaCurrentGen", "not_gpu_accelerator"),
+        ("mac2.metal", None, "generalCurrentGen", "cpu_only"),
+    ],
+)
+def test_hardware_exclusion_rule(
+    instance_type: str, gpu: str | None, group: str | None, expected: str | None
+) -> None:
+    assert aws.hardware_exclusion(instance_type, gpu, spot_group=group) == expected
+
+
+def _spot_js(replacements: dict[str, str]) -> RawResponse:
+    text = (FIXTURES / "spot-js__2026-11-29.js").read_text()
+    for old, new in replacements.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    return _raw(aws.SPOT_URL, body=text.encode())
+
+
+def test_a_new_spot_family_lands_unless_it_is_a_known_cpu_series() -> None:
+    response = _spot_js(
+        {'"size": "p5.48xlarge"': '"size": "zeta9.48xlarge"', '"size": "m7i.large"': '"size": "p7.48xlarge"'}
+    )
+    items = list(aws.parse([response]))
+    offers = _by_key(_offers(items))
+    zeta = offers["us-east-1", "zeta9.48xlarge", "spot"]
+    assert (zeta.price_per_hour, zeta.problem, zeta.gpu_name_raw) == (33.2134, None, None)
+    # listed under generalCurrentGen, but of the P (GPU) series: it lands too
+    assert offers["us-east-1", "p7.48xlarge", "spot"].price_per_hour == 0.0402
+    assert "cpu_only" not in exclusions(items)
+    cpu = _spot_js({'"size": "m7i.large"': '"size": "m9i.large"'})
+    assert exclusions(aws.parse([cpu]))["cpu_only"] == 1
+
+
+@pytest.mark.parametrize(
+    ("cell", "wanted", "nan"),
+    [("0", "zero or negative", False), ("abc", "not a number", True), ("NaN", "not a finite", True)],
+)
+def test_a_wrong_spot_price_is_flagged_not_excluded(cell: str, wanted: str, nan: bool) -> None:
+    items = list(aws.parse([_spot_js({'"USD": "0.3412"': f'"USD": "{cell}"'})]))
+    g6 = _by_key(_offers(items))["us-east-1", "g6.xlarge", "spot"]
+    assert wanted in (g6.problem or "") and math.isnan(g6.price_per_hour) is nan
+    assert exclusions(items) == {"cpu_only": 1, "spot_not_available": 1}
+
+
+def test_spot_not_available_markers_stay_exclusions() -> None:
+    items = list(aws.parse([_spot_js({'"USD": "0.3412"': '"USD": "-1"'})]))
+    assert ("us-east-1", "g6.xlarge", "spot") not in _by_key(_offers(items))
+    assert exclusions(items)["spot_not_available"] == 2
+
+
+def test_a_renamed_spot_prices_key_yields_flagged_offers_not_an_empty_feed() -> None:
+    offers = _offers(aws.parse([_spot_js({'"prices"': '"rates"'})]))
+    assert {(o.region, o.instance_type) for o in offers} == {
+        ("us-east-1", "g6.xlarge"),
+        ("us-east-1", "p5.48xlarge"),
+        ("us-east-1", "g5.xlarge"),
+        ("eu-west-1", "g5.xlarge"),
+        ("eu-west-1", "p4d.24xlarge"),
+    }
+    assert all("no `prices`" in (o.problem or "") and math.isnan(o.price_per_hour) for o in offers)
+
+
+def test_a_nan_on_demand_rate_is_flagged_in_csv_and_json() -> None:
+    csv_text = _fixture_csv("us-east-1").replace('"55.0400000000"', '"NaN"')
+    data = json.loads((FIXTURES / "offer-us-east-1__2026-11-29.json").read_text())
+    for term in data["terms"]["OnDemand"]["AAAAP5LINUX00001"].values():
+        for dimension in term["priceDimensions"].values():
+            dimension["pricePerUnit"]["USD"] = "NaN"
+    for response in (
+        _raw(US_EAST_1_URL, body=_csv_body(csv_text)),
+        _raw(US_EAST_1_JSON_URL, body=json.dumps(data).encode()),
+    ):
+        p5 = _by_key(_offers(aws.parse([response])))["us-east-1", "p5.48xlarge", "on_demand"]
+        assert math.isnan(p5.price_per_hour) and "not a finite number" in (p5.problem or "")
+
+
+def test_a_renamed_price_per_unit_in_json_is_flagged_not_read_as_not_offered() -> None:
+    data = json.loads((FIXTURES / "offer-us-east-1__2026-11-29.json").read_text())
+    for terms in data["terms"]["OnDemand"].values():
+        for term in terms.values():
+            for dimension in term["priceDimensions"].values():
+                dimension["price"] = dimension.pop("pricePerUnit")
+    items = list(aws.parse([_raw(US_EAST_1_JSON_URL, body=json.dumps(data).encode())]))
+    offers = _offers(items)
+    assert {o.instance_type for o in offers} == {"p5.48xlarge", "g6.xlarge", "g5.xlarge", "g4dn.xlarge"}
+    assert all(o.problem and math.isnan(o.price_per_hour) for o in offers)
+    assert "no_hourly_rate" not in exclusions(items)
+
+
+def test_an_unknown_on_demand_family_with_gpus_lands_under_its_name() -> None:
+    text = _fixture_csv("us-east-1").replace("p5.48xlarge", "zeta9.48xlarge")
+    offers = _by_key(_offers(aws.parse([_raw(US_EAST_1_URL, body=_csv_body(text))])))
+    zeta = offers["us-east-1", "zeta9.48xlarge", "on_demand"]
+    assert (zeta.price_per_hour, zeta.gpu_count, zeta.problem) == (55.04, 8.0, None)
+
+
+def test_scopes_are_per_region_for_on_demand_and_spot_and_a_304_still_covers_spot() -> None:
+    from warehouse.load import _covered  # the warehouse's own matching of Unchanged scopes
+
+    with _replay_client() as client:
+        items = list(aws.parse(list(aws.fetch(client, {}))))
+    offers = _offers(items)
+    assert {o.scope_name for o in offers} == {
+        "on_demand:us-east-1",
+        "on_demand:eu-west-1",
+        "spot:us-east-1",
+        "spot:eu-west-1",
+    }
+    # the Boston Local Zone offer belongs to its file's scope
+    assert _by_key(offers)["us-east-1", "g4dn.xlarge", "on_demand"].scope_name == "on_demand:us-east-1"
+    not_modified = [aws.Unchanged({"pricing_type": "spot"}, reason="spot.js not modified (HTTP 304)")]
+    for o in offers:
+        fields = {
+            "instance_type": o.instance_type,
+            "region": o.region,
+            "zone": o.zone,
+            "pricing_type": o.pricing_type,
+            "price_source": o.price_source,
+            "scope": o.scope_name,
+        }
+        assert _covered(fields, not_modified) is (o.pricing_type == "spot")

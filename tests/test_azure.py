@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -95,16 +96,62 @@ def test_spot_meter_is_a_market_spot_offer() -> None:
         ({"armSkuName": "Standard_D4s_v5"}, "not_gpu_series"),
         ({"armSkuName": ""}, "not_gpu_series"),
         ({"unitOfMeasure": "1/Month"}, "unit"),
-        ({"retailPrice": 0}, "invalid_price"),
-        ({"retailPrice": -1.0}, "invalid_price"),
-        ({"retailPrice": "NaN"}, "invalid_price"),
-        ({"retailPrice": None}, "invalid_price"),
+        # a rule wins over a wrong price: a Windows meter is excluded whatever its price says
+        ({"productName": "Virtual Machines NCads A100 v4 Series Windows", "retailPrice": "NaN"}, "windows"),
     ],
 )
 def test_excluded_items_say_why(overrides: dict[str, Any], reason: str) -> None:
     result = azure.classify_item(item(**overrides))
     assert isinstance(result, azure.Excluded)
     assert result.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("price", "wanted", "nan"),
+    [
+        (0, "zero or negative", False),
+        (-1.0, "zero or negative", False),
+        ("NaN", "not a finite number", True),
+        (float("nan"), "not a finite number", True),
+        ("3,67", "not a finite number", True),
+        (None, "not a finite number", True),
+    ],
+)
+def test_a_wrong_price_is_a_flagged_offer_never_an_exclusion(price: Any, wanted: str, nan: bool) -> None:
+    offer = azure.classify_item(item(retailPrice=price))
+    assert isinstance(offer, Offer)
+    assert offer.key == ("azure", "Standard_NC24ads_A100_v4", "eastus", None, "on_demand")
+    assert wanted in (offer.problem or "")
+    assert math.isnan(offer.price_per_hour) is nan
+    assert offer.provider_data["retail_price_raw"] == price or nan
+
+
+def test_a_renamed_price_key_yields_flagged_offers_not_an_exception() -> None:
+    renamed = [{("retailPriceUSD" if k == "retailPrice" else k): v for k, v in i.items()} for i in (item(),)]
+    renamed.append(renamed[0] | {"meterName": "NC24ads A100 v4 Spot", "skuName": "NC24ads A100 v4 Spot"})
+    offers = [o for o in azure.parse([page(renamed)]) if isinstance(o, Offer)]
+    assert {o.pricing_type for o in offers} == {"on_demand", "spot"}
+    assert all("`retailPrice` missing" in (o.problem or "") and math.isnan(o.price_per_hour) for o in offers)
+
+
+def test_a_well_priced_meter_wins_over_a_flagged_twin() -> None:
+    good = item(meterId="good", effectiveStartDate="2023-01-01T00:00:00Z")
+    bad = item(meterId="bad", retailPrice=0, effectiveStartDate="2025-01-01T00:00:00Z")
+    for order in ([good, bad], [bad, good]):
+        offers = [o for o in azure.parse([page(order)]) if isinstance(o, Offer)]
+        assert [(o.provider_data["meter_id"], o.problem) for o in offers] == [("good", None)]
+
+
+def test_an_unknown_n_series_size_lands_under_its_arm_name() -> None:
+    offer = azure.classify_item(item(armSkuName="Standard_ND_Zeta_Z9", meterName="ND Zeta Z9"))
+    assert isinstance(offer, Offer) and offer.problem is None
+    assert (offer.instance_type, offer.gpu_name_raw) == ("Standard_ND_Zeta_Z9", None)
+
+
+def test_scope_is_the_default_pricing_type_and_region() -> None:
+    spot = azure.classify_item(item(meterName="NC24ads A100 v4 Spot", armRegionName="westeurope"))
+    assert isinstance(spot, Offer)
+    assert spot.scope is None and spot.scope_name == "spot:westeurope"
 
 
 def test_item_missing_a_documented_field_is_a_layout_change() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,57 @@ def test_preemptible_is_never_a_market_price() -> None:
     assert {
         o.price_source for o in oci.parse(parsed) if isinstance(o, Offer) and o.pricing_type == "spot"
     } == {"estimated"}
+
+
+def _products_with(part: str, edit: Any) -> bytes:
+    payload = json.loads(PRODUCTS_FIXTURE.read_text())
+    item = next(i for i in payload["items"] if i["partNumber"] == part)
+    edit(item)
+    return json.dumps(payload).encode()
+
+
+@pytest.mark.parametrize(
+    ("edit", "wanted", "nan"),
+    [
+        (lambda i: i["currencyCodeLocalizations"][0]["prices"][0].update(value=0), "zero or negative", False),
+        (lambda i: i["currencyCodeLocalizations"][0]["prices"][0].update(value="2,00"), "not a number", True),
+        (lambda i: i["currencyCodeLocalizations"][0]["prices"][0].update(value=float("nan")), "finite", True),
+        (lambda i: i["currencyCodeLocalizations"][0]["prices"][0].pop("value"), "missing", True),
+        (lambda i: i.update(currencyCodeLocalizations=[]), "no USD PAY_AS_YOU_GO price", True),
+    ],
+)
+def test_a_wrong_gpu_part_price_flags_every_offer_it_bills(edit: Any, wanted: str, nan: bool) -> None:
+    parsed = responses(_products_with("B95909", edit), SHAPES_FIXTURE.read_bytes())
+    items = list(oci.parse(parsed))
+    offers = by_key(items)
+    a10 = [offers[("VM.GPU.A10.1", "on_demand")], offers[("VM.GPU.A10.1", "spot")]]
+    assert all(wanted in (o.problem or "") and "B95909" in (o.problem or "") for o in a10)
+    assert all(math.isnan(o.price_per_hour) is nan for o in a10)
+    assert offers[("BM.GPU.H100.8", "on_demand")].problem is None
+    # wrong is quarantined, never excluded: the exclusions are the rule-based ones of the fixture
+    assert exclusions(items) == {"no_gpu_price": 1, "hidden": 1}
+
+
+def test_a_renamed_price_key_yields_flagged_offers_not_an_exception() -> None:
+    text = PRODUCTS_FIXTURE.read_text().replace('"value"', '"amount"')
+    offers = by_key(list(oci.parse(responses(text.encode(), SHAPES_FIXTURE.read_bytes()))))
+    assert len(offers) == 4
+    assert all(o.problem and math.isnan(o.price_per_hour) for o in offers.values())
+
+
+def test_an_unknown_gpu_shape_lands_with_its_model_token() -> None:
+    shapes = SHAPES_FIXTURE.read_text().replace('"BM.GPU.H100.8"', '"BM.GPU.Zeta9.8"')
+    offers = by_key(list(oci.parse(responses(PRODUCTS_FIXTURE.read_bytes(), shapes.encode()))))
+    zeta = offers[("BM.GPU.Zeta9.8", "on_demand")]
+    assert (zeta.gpu_name_raw, zeta.price_per_hour, zeta.problem) == ("Zeta9", 80.0, None)
+
+
+def test_scopes_are_the_default_pricing_type_and_global() -> None:
+    parsed = responses(PRODUCTS_FIXTURE.read_bytes(), SHAPES_FIXTURE.read_bytes())
+    assert {o.scope_name for o in oci.parse(parsed) if isinstance(o, Offer)} == {
+        "on_demand:global",
+        "spot:global",
+    }
 
 
 # --- real captures --------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import httpx
 import pytest
 
 from connectors import runpod
-from connectors.base import ConnectorError, LayoutChanged, Offer, RawResponse
+from connectors.base import ConnectorError, LayoutChanged, Offer, RawResponse, exclusions
 from connectors.http import make_client
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,10 +77,72 @@ def test_cloud_flag_false_wins_over_a_placeholder_price() -> None:
     assert all("(secure)" in instance for instance, _ in offers)
 
 
-def test_null_and_zero_prices_mean_not_offered() -> None:
-    offers = by_key(list(runpod.gpu_type_offers(gpu(secureSpotPrice=None, communityPrice=0))))
+def test_a_null_spot_price_means_no_spot_but_a_zero_price_is_flagged_not_dropped() -> None:
+    items = list(runpod.gpu_type_offers(gpu(secureSpotPrice=None, communityPrice=0)))
+    offers = by_key(items)
     assert {pricing for instance, pricing in offers if "(secure)" in instance} == {"on_demand"}
-    assert {pricing for instance, pricing in offers if "(community)" in instance} == {"spot"}
+    assert exclusions(items) == {"no_spot_price": 1}
+    # A $0 price in a cloud flagged as offered is wrong, not "not offered": flagged, every pod size.
+    flagged = [o for (instance, p), o in offers.items() if "(community)" in instance and p == "on_demand"]
+    assert len(flagged) == 4 and all(o.problem and "zero or negative" in o.problem for o in flagged)
+    assert all(o.problem is None for o in offers.values() if o not in flagged)
+
+
+@pytest.mark.parametrize(
+    ("value", "wanted"),
+    [
+        (math.nan, "not a finite number"),
+        ("2.99", "not a number"),
+        (-1.0, "zero or negative"),
+        (None, "is null"),
+    ],
+)
+def test_wrong_on_demand_prices_are_flagged_offers(value: object, wanted: str) -> None:
+    offers = by_key(list(runpod.gpu_type_offers(gpu(securePrice=value))))
+    secure = [o for (i, p), o in offers.items() if "(secure)" in i and p == "on_demand"]
+    assert len(secure) == 4
+    assert all(wanted in (o.problem or "") for o in secure)
+    if value is not None and not isinstance(value, str) and value == value:  # a number: kept as read
+        assert secure[0].price_per_hour in (-1.0, -2.0, -4.0, -8.0)
+    else:
+        assert all(math.isnan(o.price_per_hour) for o in secure)
+
+
+def test_a_renamed_price_key_yields_flagged_offers_not_an_empty_catalog() -> None:
+    renamed = {k.replace("Price", "Cost"): v for k, v in gpu().items()}
+    items = list(runpod.parse([answer({"data": {"gpuTypes": [renamed]}})]))
+    offers = [i for i in items if isinstance(i, Offer)]
+    assert len(offers) == 16  # the same keys as a good answer, so each holds its last good price
+    assert all(o.problem and "missing" in o.problem and math.isnan(o.price_per_hour) for o in offers)
+
+
+def test_scopes_are_cloud_by_pricing_type() -> None:
+    offers = by_key(list(runpod.gpu_type_offers(gpu())))
+    assert {o.scope_name for o in offers.values()} == {
+        "secure:on_demand",
+        "secure:spot",
+        "community:on_demand",
+        "community:spot",
+    }
+    assert offers[("2x NVIDIA H100 80GB HBM3 (community)", "spot")].scope == "community:spot"
+
+
+def test_an_unknown_gpu_type_lands_with_its_raw_name() -> None:
+    offers = by_key(list(runpod.gpu_type_offers(gpu(id="NVIDIA Zeta Z9", displayName="Zeta Z9"))))
+    assert {o.gpu_name_raw for o in offers.values()} == {"NVIDIA Zeta Z9"}
+    assert all(o.problem is None for o in offers.values())
+
+
+def test_an_entry_without_id_is_flagged_and_an_answer_without_ids_is_a_layout_change() -> None:
+    nameless = {k: v for k, v in gpu().items() if k != "id"}
+    offers = [
+        i for i in runpod.parse([answer({"data": {"gpuTypes": [gpu(), nameless]}})]) if isinstance(i, Offer)
+    ]
+    flagged = [o for o in offers if o.problem]
+    assert len(offers) == 32 and len(flagged) == 16
+    assert all("without `id`" in (o.problem or "") and "gpuTypes[1]" in o.instance_type for o in flagged)
+    with pytest.raises(LayoutChanged, match="no gpuTypes entry has an `id`"):
+        list(runpod.parse([answer({"data": {"gpuTypes": [nameless]}})]))
 
 
 def test_per_cloud_maximum_limits_the_counts() -> None:
@@ -111,7 +174,11 @@ def test_missing_or_empty_gpu_types_is_a_layout_change(payload: Any) -> None:
 )
 def test_real_capture(shared_raw: Path, capture: str, on_demand: int, spot: int) -> None:
     types = json.loads((shared_raw / "runpod" / capture).read_text())
-    offers = by_key(list(runpod.parse([answer({"data": {"gpuTypes": types}})])))
+    items = list(runpod.parse([answer({"data": {"gpuTypes": types}})]))
+    offers = by_key(items)
+    assert not [o for o in offers.values() if o.problem]  # every real price reads clean
+    # 39 types x 2 clouds: 23 cloud slots flagged off, 7 offered clouds without spot pods
+    assert exclusions(items) == {"not_in_cloud": 23, "no_spot_price": 7}
     counts = {t: sum(p == t for _, p in offers) for t in ("on_demand", "spot")}
     assert counts == {"on_demand": on_demand, "spot": spot}
     h100 = offers[("1x NVIDIA H100 80GB HBM3 (secure)", "on_demand")]
