@@ -12,7 +12,11 @@ Llama-3.1-70B stand in for LLaMA-Factory's 7B/14B/30B/70B columns.
 
 from __future__ import annotations
 
-from warehouse.requirements import Job, load_models, memory_per_gpu
+from finetune import (
+    Job,
+    memory_per_gpu,
+)
+from warehouse.models import load_models
 
 MODELS = {
     "7B": "Qwen/Qwen2.5-7B",

@@ -21,7 +21,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from warehouse.requirements import Job, ModelSpec, load_models, memory_per_gpu
+from finetune import (
+    Job,
+    ModelSpec,
+    memory_per_gpu,
+)
+from warehouse.models import load_models
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured_memory_calibration.csv"
 GIB_IN_GB = 2**30 / 1e9
@@ -36,6 +41,9 @@ class Case:
     n_gpus: int = 1
     skip_reason: str | None = None
     note: str = ""
+    kind: str = "device"
+    method: str = ""
+    hardware: str = ""
 
 
 def _norm(name: str) -> str:
@@ -123,11 +131,20 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
     rank_match = re.search(r"\br\s*=?\s*(\d+)", text)
     rank = int(rank_match.group(1)) if rank_match else 8
     all_linear = _has(text, "all-linear", "all linear", "w1", "gate_proj", "mlp")
-    chunked = bool(re.search(r"\bcce\b|chunked|liger|cut.cross", text))
+    fused = bool(re.search(r"\bcce\b|liger|cut.cross", text))
+    chunked = "chunked" in text
     # torchtune's configs default to CEWithChunkedOutputLoss from v0.3 (2024-09)
     dated = re.search(r"\((20\d\d)-(\d\d)", row["source"])
     if "torchtune" in text and dated and (int(dated.group(1)), int(dated.group(2))) >= (2024, 9):
         chunked = True
+    # which total the source reports: max_memory_allocated ("active", "allocated"),
+    # max_memory_reserved ("reserved"), or the device total (nvidia-smi, unstated)
+    source = row["source"].lower()
+    kind = (
+        "reserved"
+        if "reserved" in source
+        else ("allocated" if _has(source, "active", "allocated") else "device")
+    )
     attention = "eager" if "eager" in text else "flash"
 
     params_b = float(row["params_b"]) if row.get("params_b") else None
@@ -145,11 +162,14 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
         attention=attention,  # type: ignore[arg-type]
         lora_rank=rank,
         lora_targets="all-linear" if all_linear else "attention",
-        chunked_ce=chunked,
+        loss="fused" if fused else ("chunked" if chunked else "standard"),
+        quant="gptq" if "gptq" in text else "nf4-dq",
         sharding=sharding,  # type: ignore[arg-type]
         offload=offload,
     )
-    return Case(setup, measured, model, job, n_gpus, note=note)
+    return Case(
+        setup, measured, model, job, n_gpus, note=note, kind=kind, method=method, hardware=row["hardware"]
+    )
 
 
 @dataclass(frozen=True)
@@ -169,7 +189,8 @@ def evaluate(csv_path: Path, models: dict[str, ModelSpec] | None = None) -> list
         if case.skip_reason or case.model is None or case.job is None:
             results.append(Result(case, None, None))
             continue
-        predicted = memory_per_gpu(case.model, case.job, case.n_gpus).total_gb
+        b = memory_per_gpu(case.model, case.job, case.n_gpus)
+        predicted = {"allocated": b.allocated_gb, "reserved": b.reserved_gb}.get(case.kind, b.total_gb)
         results.append(Result(case, predicted, (predicted - case.measured_gb) / case.measured_gb * 100))
     return results
 
@@ -187,8 +208,20 @@ def summary(results: list[Result]) -> dict[str, float]:
     }
 
 
+def _group_line(label: str, results: list[Result]) -> str:
+    errors = [r.error_pct for r in results if r.error_pct is not None]
+    within = sum(abs(e) <= 20 for e in errors) / len(errors)
+    return (
+        f"| {label} | {len(errors)} | {within:.0%} | {statistics.median(abs(e) for e in errors):.1f} "
+        f"| {statistics.median(errors):+.1f} |"
+    )
+
+
 def main(argv: list[str]) -> int:
     csv_path = Path(argv[1]) if len(argv) > 1 else DEFAULT_CSV
+    if not csv_path.exists():
+        print(f"calibration data absent ({csv_path}); nothing to score")
+        return 0
     results = evaluate(csv_path)
     print("| setup | n | job | measured GB | predicted GB | error % |")
     print("|---|---|---|---|---|---|")
@@ -203,8 +236,9 @@ def main(argv: list[str]) -> int:
         knobs += f" gc={'on' if j.grad_checkpointing else 'off'}"
         if j.method != "full":
             knobs += f" r{j.lora_rank} {j.lora_targets}"
-        if j.chunked_ce:
-            knobs += " chunked-ce"
+        if j.loss != "standard":
+            knobs += f" {j.loss}-ce"
+        knobs += f" [{c.kind}]"
         if c.note:
             knobs += f" ({c.note})"
         print(
@@ -218,6 +252,17 @@ def main(argv: list[str]) -> int:
         f"within ±20%: {s['within_20_share']:.0%}; "
         f"median |error|: {s['median_abs_error_pct']:.1f}%; mean error: {s['mean_error_pct']:+.1f}%"
     )
+    scored = [r for r in results if r.error_pct is not None]
+    print()
+    print("| group | cases | within ±20 % | median abs error % | median bias % |")
+    print("|---|---|---|---|---|")
+    print(_group_line("all", scored))
+    for key in ("method", "hardware"):
+        groups: dict[str, list[Result]] = {}
+        for r in scored:
+            groups.setdefault(getattr(r.case, key), []).append(r)
+        for name in sorted(groups):
+            print(_group_line(f"{key} {name}", groups[name]))
     return 0
 
 

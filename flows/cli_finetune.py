@@ -1,13 +1,20 @@
-"""`gpucost memory` and `gpucost estimate`: one fine-tuning job, by hand.
+"""`gpucost memory`, `gpucost estimate` and `gpucost models`: one fine-tuning job, by hand.
 
     gpucost memory --model Llama-3.1-8B --method qlora [--gpus 8 --sharding zero3] [--json]
+    gpucost memory --model Qwen/Qwen3-8B --method lora      # any Hugging Face id
     gpucost memory --config path/to/config.json --method full --sharding zero3 --gpus 8
     gpucost estimate --model Llama-3.1-70B --method lora --tokens 50M [--spot] [--max-nodes 2]
+    gpucost estimate --model Llama-3.1-8B --gpu H100-SXM --gpus 8 [--nodes 2] [--price-per-gpu-hour 2.5]
+    gpucost models
 
-`memory` needs no warehouse. `estimate` reads marts.gpu_offers read-only and prices the job on every
-current offer with `warehouse.finetune.cost_frame`, the same code that builds marts.finetune_costs.
-By default it ranks on-demand offers; `--spot` adds spot offers (their expected cost includes the
-work lost to interruptions), ranked together by cost.
+`memory` and `estimate --gpu` need no warehouse. Plain `estimate` reads marts.gpu_offers read-only
+and prices the job on every current offer with `warehouse.finetune.cost_frame`, the same code that
+builds marts.finetune_costs. By default it ranks on-demand offers; `--spot` adds spot offers (their
+expected cost includes the work lost to interruptions), ranked together by cost.
+
+`--model` takes a seeded model (llm_models.csv, by id or unique suffix; Instruct / chat / -it
+variants resolve to their base) or any Hugging Face id, whose config.json comes from the local HF
+cache or the Hub (flows/hf_configs.py).
 
 Registered on the app in flows/cli.py: `app.command()(cli_finetune.memory)`.
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from dataclasses import asdict
 from enum import Enum
@@ -26,24 +34,32 @@ import typer
 from rich import box
 from rich.table import Table
 
-from flows.output import console, err
-from warehouse.db import Settings, WarehouseError, connect
-from warehouse.finetune import cost_frame, read_offers
-from warehouse.requirements import (
+from finetune import (
+    Accelerator,
     Attention,
     FinetuneJob,
     Job,
     LoraTargets,
+    Loss,
     Method,
     ModelSpec,
     Optimizer,
     Precision,
+    Quant,
     Sharding,
-    load_models,
+    billed_hours,
+    estimate_time,
     memory_per_gpu,
     model_from_hf_config,
     trainable_params,
 )
+from finetune.placement import USABLE_VRAM_FRACTION, MemoryTable, place
+from flows.hf_configs import ConfigNotFound, resolve_config
+from flows.output import console, err
+from warehouse.db import WarehouseError, open_reader
+from warehouse.finetune import cost_frame, has_p2p, read_offers
+from warehouse.hardware import GpuSpec, HardwareCatalog
+from warehouse.models import load_models
 
 
 def _choices(name: str, literal: object) -> Any:
@@ -57,6 +73,8 @@ OptimizerChoice = _choices("OptimizerChoice", Optimizer)
 ShardingChoice = _choices("ShardingChoice", Sharding)
 AttentionChoice = _choices("AttentionChoice", Attention)
 TargetsChoice = _choices("TargetsChoice", LoraTargets)
+LossChoice = _choices("LossChoice", Loss)
+QuantChoice = _choices("QuantChoice", Quant)
 # defaults as module-level values (ruff B008); the same as requirements.Job's
 DEFAULT_METHOD = MethodChoice("lora")
 DEFAULT_SHARDING = ShardingChoice("none")
@@ -66,6 +84,10 @@ DEFAULT_PRECISION = PrecisionChoice("bf16-mixed")
 METHOD_OPTIMIZER = {"full": "adamw", "lora": "adamw", "qlora": "paged-adamw8bit"}
 DEFAULT_ATTENTION = AttentionChoice("flash")
 DEFAULT_TARGETS = TargetsChoice("all-linear")
+DEFAULT_LOSS = LossChoice("standard")
+DEFAULT_QUANT = QuantChoice("nf4-dq")
+# Instruct / chat variants share their base model's architecture (same config.json shapes)
+VARIANT_SUFFIX = re.compile(r"-(instruct|chat|it|base)(-\d{4})?$", re.IGNORECASE)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -88,12 +110,15 @@ def find_model(name: str, models: dict[str, ModelSpec]) -> ModelSpec:
             return models[found[0]]
         if len(found) > 1:
             raise _fail(f"--model {name!r} matches several models: {', '.join(sorted(found))}")
+    base = VARIANT_SUFFIX.sub("", name)
+    if base != name:
+        return find_model(base, models)
     short = {mid.rsplit("/", 1)[-1].lower(): mid for mid in models}
     close = difflib.get_close_matches(wanted, list(short), n=5, cutoff=0.5)
     hint = f"; did you mean {', '.join(short[c] for c in close)}?" if close else ""
     raise _fail(
         f"no model {name!r} in warehouse/seeds/llm_models.csv{hint} "
-        "(or pass its Hugging Face config.json with --config)"
+        "(give a Hugging Face id like org/name, or pass its config.json with --config)"
     )
 
 
@@ -112,7 +137,21 @@ def _model(model: str | None, config: Path | None) -> ModelSpec:
         except (ValueError, TypeError) as exc:
             raise _fail(str(exc)) from None
     assert model is not None
-    return find_model(model, load_models())
+    models = load_models()
+    if "/" in model and not _seeded(model, models):
+        try:
+            data = resolve_config(model)
+            return model_from_hf_config(data, model)
+        except ConfigNotFound as exc:
+            raise _fail(str(exc)) from None
+        except (ValueError, TypeError) as exc:
+            raise _fail(str(exc)) from None
+    return find_model(model, models)
+
+
+def _seeded(name: str, models: dict[str, ModelSpec]) -> bool:
+    wanted = VARIANT_SUFFIX.sub("", name).lower()
+    return any(mid.lower() == wanted for mid in models)
 
 
 def _job(**knobs: Any) -> Job:
@@ -131,9 +170,11 @@ _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 def parse_tokens(text: str) -> float:
     """ "50M" → 5e7, "1.5B" → 1.5e9, "2000000" or "2_000_000" → 2e6."""
     match = re.fullmatch(r"\s*([0-9][0-9_]*(?:\.[0-9]+)?(?:e[0-9]+)?)\s*([kmbgt]?)\s*", text.lower())
-    if not match or float(match.group(1).replace("_", "")) <= 0:
+    value = float(match.group(1).replace("_", "")) * _SUFFIX[match.group(2)] if match else math.nan
+    # 1e15 tokens is ~70× the largest public pretraining corpus: a typo, not a fine-tuning run
+    if not (math.isfinite(value) and 0 < value <= 1e15):
         raise _fail(f"--tokens {text!r}: write a positive count like 50M, 1.5B or 2000000")
-    return float(match.group(1).replace("_", "")) * _SUFFIX[match.group(2)]
+    return value
 
 
 def _print_json(payload: object) -> None:
@@ -161,6 +202,17 @@ CheckpointingOpt = Annotated[bool, typer.Option(help="Activation (gradient) chec
 AttentionOpt = Annotated[AttentionChoice, typer.Option(help="FlashAttention/SDPA or eager attention.")]
 RankOpt = Annotated[int, typer.Option(min=1, help="LoRA rank.")]
 TargetsOpt = Annotated[TargetsChoice, typer.Option(help="LoRA on attention projections or all linears.")]
+LossOpt = Annotated[
+    LossChoice,
+    typer.Option(help="standard (HF, fp32 logits), chunked (torchtune) or fused (Liger, Cut-Cross-Entropy)."),
+]
+QuantOpt = Annotated[
+    QuantChoice, typer.Option(help="QLoRA base: nf4, nf4-dq (double quantization, default) or gptq int4.")
+]
+DropoutOpt = Annotated[
+    float | None,
+    typer.Option(min=0.0, max=0.99, help="LoRA dropout (default by recipe: 0 for lora, 0.1 for qlora)."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -179,6 +231,9 @@ def memory(
     attention: AttentionOpt = DEFAULT_ATTENTION,
     lora_rank: RankOpt = 16,
     lora_targets: TargetsOpt = DEFAULT_TARGETS,
+    loss: LossOpt = DEFAULT_LOSS,
+    quant: QuantOpt = DEFAULT_QUANT,
+    lora_dropout: DropoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Peak memory per GPU (GB = 1e9 bytes) of one fine-tuning configuration. Needs no warehouse."""
@@ -195,6 +250,9 @@ def memory(
         attention=attention,
         lora_rank=lora_rank,
         lora_targets=lora_targets,
+        loss=loss,
+        quant=quant,
+        lora_dropout=lora_dropout,
     )
     breakdown = memory_per_gpu(spec, job, gpus)
     if as_json:
@@ -206,6 +264,7 @@ def memory(
                 "n_gpus": gpus,
                 "job": asdict(job),
                 "memory_gb": breakdown.as_dict(),
+                "totals_gb": _totals(breakdown),
             }
         )
         return
@@ -221,6 +280,41 @@ def memory(
     for name, value in breakdown.as_dict().items():
         label = name.removesuffix("_gb")
         table.add_row(f"[bold]{label}[/]" if label == "total" else label, f"{value:,.2f}")
+    console.print(table)
+    console.print(
+        f"allocated {breakdown.allocated_gb:.2f} GB, reserved {breakdown.reserved_gb:.2f} GB, device "
+        f"{breakdown.device_gb:.2f} GB (total = device); peak in the {breakdown.peak_phase} phase",
+        highlight=False,
+    )
+
+
+def _totals(breakdown: Any) -> dict[str, Any]:
+    return {
+        "allocated_gb": breakdown.allocated_gb,
+        "reserved_gb": breakdown.reserved_gb,
+        "device_gb": breakdown.device_gb,
+        "total_is": "device_gb",
+        "peak_phase": breakdown.peak_phase,
+        "phases_gb": dict(breakdown.phases_gb),
+    }
+
+
+def models() -> None:
+    """The seeded models (warehouse/seeds/llm_models.csv) with their parameter counts."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="seeded models (any Hugging Face id works too)")
+    for column in ("model_id", "params", "active", "layers", "hidden", "heads/kv", "vocab", "context"):
+        table.add_column(column, justify="left" if column == "model_id" else "right")
+    for spec in sorted(load_models().values(), key=lambda m: m.model_id.lower()):
+        table.add_row(
+            spec.model_id,
+            f"{spec.params / 1e9:,.2f}B",
+            f"{spec.active_params / 1e9:,.2f}B" if spec.is_moe else "",
+            str(spec.layers),
+            str(spec.hidden_size),
+            f"{spec.attention_heads}/{spec.kv_heads}",
+            f"{spec.vocab_size:,}",
+            f"{spec.max_context:,}",
+        )
     console.print(table)
 
 
@@ -244,9 +338,27 @@ def estimate(
     attention: AttentionOpt = DEFAULT_ATTENTION,
     lora_rank: RankOpt = 16,
     lora_targets: TargetsOpt = DEFAULT_TARGETS,
+    loss: LossOpt = DEFAULT_LOSS,
+    quant: QuantOpt = DEFAULT_QUANT,
+    lora_dropout: DropoutOpt = None,
+    padding_efficiency: Annotated[
+        float, typer.Option(min=0.01, max=1.0, help="Real tokens / computed tokens: 1 packed, < 1 padded.")
+    ] = 1.0,
+    gpu: Annotated[
+        str | None,
+        typer.Option("--gpu", help="Estimate on this GPU (gpus.csv name, e.g. H100-SXM), no offer."),
+    ] = None,
+    gpus: Annotated[int, typer.Option(min=1, help="With --gpu: GPUs per node.")] = 1,
+    nodes: Annotated[int, typer.Option(min=1, help="With --gpu: nodes.")] = 1,
+    inter_node_gbps: Annotated[
+        float, typer.Option(min=0.0, help="With --gpu and --nodes > 1: network Gb/s per node.")
+    ] = 3200.0,
+    price_per_gpu_hour: Annotated[
+        float | None, typer.Option(min=0.0, help="With --gpu: USD per GPU-hour, for a cost.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rank current offers by what this fine-tuning run would cost (reads the warehouse)."""
+    """Rank current offers by what this fine-tuning run would cost, or estimate on stated hardware (--gpu)."""
     spec = _model(model, config)
     # sharding is chosen per offer (none → zero2 → zero3); offload rules out `none`
     job = _job(
@@ -261,13 +373,22 @@ def estimate(
         attention=attention,
         lora_rank=lora_rank,
         lora_targets=lora_targets,
+        loss=loss,
+        quant=quant,
+        lora_dropout=lora_dropout,
+        padding_efficiency=padding_efficiency,
     )
     dataset_tokens = parse_tokens(tokens)
     fjob = FinetuneJob("adhoc", spec.model_id, job, int(dataset_tokens), epochs)
+    if gpu is not None:
+        _estimate_on_hardware(spec, fjob, gpu, gpus, nodes, inter_node_gbps, price_per_gpu_hour, as_json)
+        return
     try:
-        con = connect(Settings().warehouse_path, read_only=True)
+        con, banner = open_reader()
     except WarehouseError as exc:
         raise _fail(str(exc)) from None
+    if banner:  # stderr, so --json output stays parseable
+        err.print(f"[yellow]{banner}[/]")
     try:
         offers = read_offers(con)
         if not spot:
@@ -337,3 +458,100 @@ def _nothing_priced(rows: Any, max_nodes: int) -> str:
         )
     reasons = sorted(set(fitting["unpriced_reason"].to_list()))
     return f"{fitting.height} offer(s) can hold this job but none can be priced: " + "; ".join(reasons[:3])
+
+
+def _gpu_spec(name: str) -> GpuSpec:
+    catalog = HardwareCatalog.load().gpus
+    for key, spec in catalog.items():
+        if key.lower() == name.lower():
+            return spec
+    close = difflib.get_close_matches(name, list(catalog), n=5, cutoff=0.4)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise _fail(f"no GPU {name!r} in warehouse/seeds/gpus.csv{hint} (see `gpucost gpus`)")
+
+
+def _estimate_on_hardware(
+    spec: ModelSpec,
+    fjob: FinetuneJob,
+    gpu_name: str,
+    gpus_per_node: int,
+    nodes: int,
+    inter_node_gbps: float,
+    price_per_gpu_hour: float | None,
+    as_json: bool,
+) -> None:
+    """Memory, time and (with a price) cost of `fjob` on nodes × gpus_per_node of one GPU."""
+    gpu = _gpu_spec(gpu_name)
+    tflops = gpu.bf16_tflops or gpu.fp16_tflops
+    if not tflops:
+        raise _fail(f"{gpu.gpu_name} has no dense bf16 or fp16 TFLOPS in gpus.csv: cannot estimate time")
+    n = gpus_per_node * nodes
+    memory = MemoryTable().for_job(spec, fjob.job)
+    placement = place(memory, gpus_per_node, gpu.vram_gb, nodes)
+    # at the stated size exactly: the lightest sharding that fits on all n GPUs
+    variant = placement.variant
+    for index, (_, job_variant) in enumerate(memory.variants):
+        if memory.get(index, n).total_gb <= gpu.vram_gb * USABLE_VRAM_FRACTION and not (
+            job_variant.sharding == "none" and nodes > 1
+        ):
+            variant = index
+            break
+    sharding, job = memory.variants[variant]
+    breakdown = memory.get(variant, n)
+    fits = breakdown.total_gb <= gpu.vram_gb * USABLE_VRAM_FRACTION
+    # NVLink per GPU (bidirectional GB/s in gpus.csv) → one direction in Gb/s; PCIe otherwise
+    intra = (gpu.nvlink_gbps / 2 * 8) if gpu.nvlink_gbps else (32.0 * 8 if gpus_per_node > 1 else None)
+    accel = Accelerator(
+        tflops=tflops,
+        memory_bandwidth_gbps=gpu.memory_bandwidth_gbps,
+        architecture=gpu.architecture,
+        vram_gb=gpu.vram_gb,
+        p2p=has_p2p(gpu.model),
+        pcie_gen=gpu.pcie_gen,
+    )
+    time = estimate_time(
+        spec, job, fjob.train_tokens, n, gpus_per_node, tflops, intra, inter_node_gbps if nodes > 1 else None,
+        gpu=accel,
+    )  # fmt: skip
+    cost = None
+    if price_per_gpu_hour is not None and math.isfinite(time.hours):
+        cost = billed_hours(time.hours, "second") * price_per_gpu_hour * n
+    payload = {
+        "model_id": spec.model_id,
+        "method": job.method,
+        "gpu": gpu.gpu_name,
+        "gpus_per_node": gpus_per_node,
+        "nodes": nodes,
+        "n_gpus": n,
+        "sharding": sharding,
+        "fits": fits,
+        "usable_vram_gb": gpu.vram_gb * USABLE_VRAM_FRACTION,
+        "train_tokens": fjob.train_tokens,
+        "tokens_per_s": time.tokens_per_s,
+        "hours": time.hours if math.isfinite(time.hours) else None,
+        "mfu": time.utilization,
+        "warning": time.warning,
+        "cost_usd": cost,
+        "price_per_gpu_hour": price_per_gpu_hour,
+        "memory_gb": breakdown.as_dict(),
+        "totals_gb": _totals(breakdown),
+        "job": asdict(job),
+    }
+    if as_json:
+        _print_json(payload)
+        return
+    verdict = "fits" if fits else "does NOT fit"
+    console.print(
+        f"[bold]{spec.model_id}[/] {job.method} on {nodes}×{gpus_per_node} {gpu.gpu_name}: {verdict} "
+        f"({breakdown.total_gb:.1f} of {gpu.vram_gb * USABLE_VRAM_FRACTION:.1f} GB usable per GPU, "
+        f"{sharding})",
+        highlight=False,
+    )
+    hours = f"{time.hours:,.2f} h" if math.isfinite(time.hours) else "unbounded"
+    line = f"{time.tokens_per_s:,.0f} tokens/s, {hours} for {fjob.train_tokens / 1e6:,.1f}M tokens"
+    line += f", MFU {time.utilization:.0%}"
+    if cost is not None:
+        line += f"; ${cost:,.2f} at ${price_per_gpu_hour:g}/GPU-hour"
+    console.print(line, highlight=False)
+    if time.warning:
+        console.print(f"[yellow]warning:[/] {time.warning}", highlight=False)

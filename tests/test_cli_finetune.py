@@ -10,6 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from connectors.base import Offer
+from finetune import (
+    Job,
+    memory_per_gpu,
+    model_from_hf_config,
+)
 from flows.cli import app
 from flows.cli_finetune import parse_tokens
 from tests.factories import make_offer
@@ -17,7 +22,7 @@ from warehouse.db import connect, open_warehouse
 from warehouse.finetune import build_finetune_marts
 from warehouse.load import load_offers
 from warehouse.marts import build_marts
-from warehouse.requirements import Job, load_models, memory_per_gpu, model_from_hf_config
+from warehouse.models import load_models
 
 runner = CliRunner()
 T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)

@@ -11,6 +11,13 @@ import duckdb
 import polars as pl
 import pytest
 
+from finetune import (
+    FinetuneJob,
+    Job,
+    billed_hours,
+    expected_spot_hours,
+    memory_per_gpu,
+)
 from tests.factories import make_offer
 from warehouse.db import connect, load_seeds, migrate
 from warehouse.finetune import (
@@ -25,15 +32,7 @@ from warehouse.finetune import (
 )
 from warehouse.load import load_offers
 from warehouse.marts import build_marts
-from warehouse.requirements import (
-    FinetuneJob,
-    Job,
-    billed_hours,
-    expected_spot_hours,
-    load_finetune_jobs,
-    load_models,
-    memory_per_gpu,
-)
+from warehouse.models import load_finetune_jobs, load_models
 
 T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
 MODELS = load_models()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from warehouse.requirements import (
+from finetune import (
     Job,
     ModelSpec,
     billed_hours,
@@ -18,6 +18,7 @@ from warehouse.requirements import (
     expected_spot_cost,
     expected_spot_hours,
     memory_per_gpu,
+    model_states,
     run_cost,
 )
 
@@ -59,7 +60,7 @@ def jobs(draw: st.DrawFn, method: str | None = None, sharding: str | None = None
         attention=draw(st.sampled_from(["flash", "eager"])),
         lora_rank=draw(st.sampled_from([4, 8, 16, 32, 64])),
         lora_targets=draw(st.sampled_from(["attention", "all-linear"])),
-        chunked_ce=draw(st.booleans()),
+        loss=draw(st.sampled_from(["standard", "chunked", "fused"])),
         sharding=shard,  # type: ignore[arg-type]
         offload=draw(st.booleans()) if shard != "none" else False,
     )
@@ -68,16 +69,23 @@ def jobs(draw: st.DrawFn, method: str | None = None, sharding: str | None = None
 gpus = st.sampled_from([1, 2, 4, 8, 16, 64])
 
 
+def _step_gb(m: ModelSpec, job: Job, n: int) -> float:
+    return dict(memory_per_gpu(m, job, n).phases_gb)["step"]
+
+
 @given(model_specs(), jobs(), gpus, st.integers(1, 4096))
 def test_memory_is_monotone_in_sequence_length(m: ModelSpec, job: Job, n: int, extra: int) -> None:
     longer = replace(job, seq_len=job.seq_len + extra)
-    assert memory_per_gpu(m, longer, n).total_gb > memory_per_gpu(m, job, n).total_gb
+    # the training step grows strictly; the peak may be set by the load or optimizer phase
+    assert _step_gb(m, longer, n) > _step_gb(m, job, n)
+    assert memory_per_gpu(m, longer, n).total_gb >= memory_per_gpu(m, job, n).total_gb
 
 
 @given(model_specs(), jobs(), gpus, st.integers(1, 8))
 def test_memory_is_monotone_in_micro_batch(m: ModelSpec, job: Job, n: int, extra: int) -> None:
     bigger = replace(job, micro_batch=job.micro_batch + extra)
-    assert memory_per_gpu(m, bigger, n).total_gb > memory_per_gpu(m, job, n).total_gb
+    assert _step_gb(m, bigger, n) > _step_gb(m, job, n)
+    assert memory_per_gpu(m, bigger, n).total_gb >= memory_per_gpu(m, job, n).total_gb
 
 
 @given(model_specs(), jobs(), gpus, st.integers(1, 32))
@@ -92,7 +100,9 @@ def test_memory_is_monotone_in_parameters(m: ModelSpec, job: Job, n: int, extra:
 def test_qlora_below_lora_below_full(m: ModelSpec, full: Job) -> None:
     # all-linear targets: bitsandbytes saves every linear input, so with attention-only LoRA a
     # long un-checkpointed QLoRA batch can legitimately keep more activations than LoRA does
-    lora = replace(full, method="lora", lora_targets="all-linear")
+    # the same LoRA dropout for both: QLoRA's recipe default (0.1) copies every adapter input,
+    # which on a tiny model can outweigh what 4-bit weights save
+    lora = replace(full, method="lora", lora_targets="all-linear", lora_dropout=0.0)
     qlora = replace(lora, method="qlora")
     q, lo, f = (memory_per_gpu(m, j).total_gb for j in (qlora, lora, full))
     assert q < lo < f
@@ -103,8 +113,7 @@ def test_more_gpus_under_zero3_never_increase_model_states(
     m: ModelSpec, job: Job, log_n: int, more: int
 ) -> None:
     def states(n: int) -> float:
-        b = memory_per_gpu(m, job, n)
-        return b.weights_gb + b.gradients_gb + b.optimizer_gb
+        return model_states(m, job, n).total / 1e9
 
     n = 2**log_n
     assert states(n * 2**more) <= states(n) + 1e-12

@@ -1,42 +1,33 @@
 """Fine-tuning marts: what each job of the default grid needs, and what it costs on every current offer.
 
-`build_finetune_marts` runs inside `warehouse.marts.build_marts`' transaction, after
-`marts.gpu_offers`, and creates
+The model itself lives in the `finetune` package (pure); this module reads the warehouse, builds
+frames with it and writes the marts. `build_finetune_marts` runs inside
+`warehouse.marts.build_marts`' transaction, after `marts.gpu_offers`, and creates
 
 * `marts.finetune_requirements`: one row per job × GPU count (1 … 64) × sharding (none, zero2,
-  zero3): the per-GPU memory breakdown of `requirements.memory_per_gpu`, trainable parameters,
+  zero3): the per-GPU memory breakdown of `finetune.memory_per_gpu` (`total_gb` is the device
+  total; `allocated_gb`, `reserved_gb` and `peak_phase` say what sets it), trainable parameters,
   tokens and FLOPs. Offloading jobs have no `none` rows (offload needs ZeRO).
 * `marts.finetune_costs`: one row per job × current offer, whether the job fits or not.
 
-Jobs and models come from `requirements.load_finetune_jobs` / `load_models`, the one parser of
+Jobs and models come from `warehouse.models.load_finetune_jobs` / `load_models`, the one parser of
 `seeds/finetune_jobs.csv` and `seeds/llm_models.csv` (the same files `load_seeds` puts in `core.*`).
 
-How one job is placed on one offer (`plan_job`):
+Placement (`finetune.placement`): fewest nodes that fit, then the lightest sharding; nodes are capped
+by `max_nodes` (the CLI's --max-nodes) and by MART_MAX_GPUS GPUs in all for the mart.
 
-* A job uses whole instances ("nodes") and every GPU in them: the price is per instance, so an idle
-  GPU only makes the run slower for the same money. A fractional offer (a vGPU slice, gpu_count < 1)
-  is one node of one GPU with that share of the compute; its `vram_gb` is already the slice.
-* It fits when the per-GPU peak `total_gb` ≤ `usable_vram_gb` = vram_gb × USABLE_VRAM_FRACTION.
-* Chosen: the fewest nodes that fit, and at that node count the lightest sharding that fits
-  (none → zero2 → zero3). At a fixed GPU count compute time is the same for all three and their
-  communication volume grows in that order, and more nodes only add slower inter-node traffic, so
-  this is also the cheapest placement up to billing rounding. DDP (`none`) replicates the whole
-  model, so it is only ever tried on one node. The seed's own `sharding` column is not a limit here.
-* Nodes are capped by `max_nodes` (the CLI's --max-nodes) and by `max_gpus` GPUs in all
-  (MART_MAX_GPUS = 64, the top of the requirements grid) for the mart.
-* A row that does not fit reports the configuration that came closest (smallest per-GPU need).
-* Time is `requirements.estimate_time` with the offer's dense bf16 TFLOPS (fp16 on GPUs without
-  bf16, T4 and V100, which train in fp16 mixed precision with the same memory) and links: the seeds
-  state intra-node bandwidth in bidirectional GB/s (halved to the per-direction rate a ring collective
-  sees, ×8 for estimate_time's Gb/s) and inter-node in Gb/s per node.
-  A multi-GPU PCIe offer whose seed leaves the bandwidth empty gets the GPU's PCIe x16 rate.
-* Multi-node on an offer without a fast fabric (< requirements.FAST_FABRIC_GBPS, or unknown) is
+* Time is `finetune.estimate_time`, a per-step roofline, with the offer's dense bf16 TFLOPS (fp16 on
+  GPUs without bf16, T4 and V100), its memory bandwidth and generation from gpus.csv, and links:
+  the seeds state intra-node bandwidth in bidirectional GB/s (halved to the per-direction rate a
+  ring collective sees) and inter-node in Gb/s per node. A multi-GPU PCIe offer whose seed leaves
+  the bandwidth empty gets the GPU's PCIe x16 rate; GeForce cards (no P2P) stage through host memory.
+* Multi-node on an offer without a fast fabric (< finetune.FAST_FABRIC_GBPS, or unknown) is
   flagged in `fabric_warning` and not priced: `priced` is false and the cost columns are null.
   So is a GPU with neither dense bf16 nor fp16 TFLOPS in gpus.csv (`unpriced_reason` says which).
 
 Cost: billed hours are the hours rounded up to the provider's billing granularity, at least its
-minimum charge (`requirements.billed_hours`), × price per instance-hour × nodes. On spot, the hours
-are first stretched by the expected lost work (`requirements.expected_spot_hours`), with the
+minimum charge (`finetune.billed_hours`), × price per instance-hour × nodes. On spot, the hours
+are first stretched by the expected lost work (`finetune.expected_spot_hours`), with the
 interruption rate of AWS' Spot Advisor band where the offer carries one, else a default per
 provider `spot_kind` (constants below). Any node's interruption stops the whole job, so the job's
 rate is nodes × the per-instance rate.
@@ -45,42 +36,57 @@ rate is nodes × the per-instance rate.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
 from typing import Any
 
 import duckdb
 import polars as pl
 
-from warehouse.db import WarehouseError
-from warehouse.requirements import (
-    FAST_FABRIC_GBPS,
+from finetune import (
     FinetuneJob,
-    Granularity,
-    Job,
-    MemoryBreakdown,
     ModelSpec,
-    Sharding,
     billed_hours,
-    estimate_time,
     expected_spot_hours,
     flops_per_token,
-    load_finetune_jobs,
-    load_models,
-    memory_per_gpu,
     trainable_params,
 )
+from finetune.cost import Granularity
+from finetune.placement import (
+    SHARDINGS,
+    USABLE_VRAM_FRACTION,
+    Hardware,
+    JobMemory,
+    MemoryTable,
+    Placement,
+    Plan,
+    place,
+    plan_job,
+)
+from finetune.time import PCIE_X16_GBYTES_PER_S
+from warehouse.db import WarehouseError
+from warehouse.models import load_finetune_jobs, load_models
 
-SHARDINGS: tuple[Sharding, ...] = ("none", "zero2", "zero3")
+__all__ = [
+    "SHARDINGS",
+    "USABLE_VRAM_FRACTION",
+    "Hardware",
+    "JobMemory",
+    "MemoryTable",
+    "Placement",
+    "Plan",
+    "build_finetune_marts",
+    "cost_frame",
+    "place",
+    "plan_job",
+    "price_inputs",
+    "read_offers",
+    "requirements_frame",
+]
+
 REQUIREMENT_GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 # The mart considers at most as many GPUs as the requirements grid shows (8 nodes of 8).
 MART_MAX_GPUS = 64
-
-# What the memory model leaves out and a real run still allocates: NCCL communicator buffers on
-# multi-GPU jobs, the driver's and ECC's reservation, allocator spikes at step boundaries. The
-# model's own error (median |error| < 15% on the calibration set) goes both ways and is not covered.
-USABLE_VRAM_FRACTION = 0.95
 
 # Checkpoint every half hour: on spot, each interruption loses half an interval on average.
 CHECKPOINT_INTERVAL_HOURS = 0.5
@@ -102,44 +108,9 @@ DEFAULT_INTERRUPTIONS_PER_HOUR: dict[str, float] = {
     "fixed_discount": MARKET_INTERRUPTIONS_PER_HOUR,
     "bid": 0.05,
 }
-# Unidirectional x16 bandwidth in GB/s by PCIe generation (PCI-SIG: 8/16/32/64 GT/s per lane).
-PCIE_X16_GBYTES_PER_S: dict[int, float] = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}
-# providers.csv billing_granularity → requirements.Granularity. An unknown provider is billed per
+# providers.csv billing_granularity → finetune.Granularity. An unknown provider is billed per
 # hour: the coarsest unit never understates a cost.
 GRANULARITY: dict[str, Granularity] = {"per_second": "second", "per_minute": "minute", "per_hour": "hour"}
-
-
-class JobMemory:
-    """`memory_per_gpu` of one job under each sharding it allows, per GPU count, computed once."""
-
-    def __init__(self, model: ModelSpec, job: Job) -> None:
-        self.model = model
-        self.variants: list[tuple[Sharding, Job]] = [
-            (s, replace(job, sharding=s)) for s in SHARDINGS if not (job.offload and s == "none")
-        ]
-        self._cache: dict[tuple[int, int], MemoryBreakdown] = {}
-
-    def get(self, variant: int, n_gpus: int) -> MemoryBreakdown:
-        """The breakdown of `self.variants[variant]` data-parallel over `n_gpus` GPUs."""
-        key = (variant, n_gpus)
-        found = self._cache.get(key)
-        if found is None:
-            found = self._cache[key] = memory_per_gpu(self.model, self.variants[variant][1], n_gpus)
-        return found
-
-
-class MemoryTable:
-    """One `JobMemory` per (model, job), shared by both marts."""
-
-    def __init__(self) -> None:
-        self._jobs: dict[tuple[str, Job], JobMemory] = {}
-
-    def for_job(self, model: ModelSpec, job: Job) -> JobMemory:
-        key = (model.model_id, job)
-        found = self._jobs.get(key)
-        if found is None:
-            found = self._jobs[key] = JobMemory(model, job)
-        return found
 
 
 # --- finetune_requirements --------------------------------------------------------------------
@@ -167,6 +138,11 @@ _REQUIREMENTS_SCHEMA: dict[str, Any] = {
     "logits_gb": pl.Float64,
     "overhead_gb": pl.Float64,
     "total_gb": pl.Float64,
+    "allocated_gb": pl.Float64,
+    "reserved_gb": pl.Float64,
+    "peak_phase": pl.String,
+    "loss": pl.String,
+    "quant": pl.String,
     "trainable_params": pl.Int64,
     "train_tokens": pl.Float64,
     "flops_per_token": pl.Float64,
@@ -208,7 +184,12 @@ def requirements_frame(
                         "offload": job.offload,
                         "n_gpus": n,
                         "sharding": sharding,
-                        **job_memory.get(variant, n).as_dict(),
+                        **(breakdown := job_memory.get(variant, n)).as_dict(),
+                        "allocated_gb": breakdown.allocated_gb,
+                        "reserved_gb": breakdown.reserved_gb,
+                        "peak_phase": breakdown.peak_phase,
+                        "loss": job.loss,
+                        "quant": job.quant if job.method == "qlora" else None,
                         "trainable_params": trainable,
                         "train_tokens": fjob.train_tokens,
                         "flops_per_token": fpt,
@@ -219,157 +200,6 @@ def requirements_frame(
 
 
 # --- placing a job on an offer ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """What of an offer decides fit and time. Bandwidths: intra GB/s per GPU, inter Gb/s per node."""
-
-    gpu_name: str
-    gpu_count: float
-    vram_gb: float
-    tensor_tflops: float | None  # dense bf16, or fp16 on GPUs without bf16 (T4, V100)
-    intra_node_gbps: float | None
-    inter_node_gbps: float | None
-
-    @property
-    def gpus_per_node(self) -> int:
-        return 1 if self.gpu_count < 1 else int(self.gpu_count)
-
-    @property
-    def node_tflops(self) -> float | None:
-        """Dense tensor TFLOPS of one of the job's GPUs (a slice gets its share)."""
-        if self.tensor_tflops is None:
-            return None
-        return self.tensor_tflops * min(1.0, self.gpu_count)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One job on one kind of hardware. When it does not fit, the placement that came closest."""
-
-    fits: bool
-    sharding: Sharding
-    gpus_used: int
-    nodes_used: int
-    gpus_per_node: int
-    total_gb: float
-    usable_vram_gb: float
-    multi_node: bool
-    fabric_warning: str | None
-    estimated_hours: float | None
-    compute_hours: float | None
-    comm_hours: float | None
-    unpriced_reason: str | None
-
-    @property
-    def priced(self) -> bool:
-        return self.unpriced_reason is None
-
-
-def _fabric_warning(nodes: int, inter_node_gbps: float | None) -> str | None:
-    if nodes <= 1:
-        return None
-    if inter_node_gbps is None or inter_node_gbps <= 0:
-        return f"multi-node ({nodes} nodes) on an offer with no known inter-node fabric"
-    if inter_node_gbps < FAST_FABRIC_GBPS:
-        return (
-            f"multi-node ({nodes} nodes) over {inter_node_gbps:g} Gb/s "
-            f"(< {FAST_FABRIC_GBPS:g} Gb/s): no fast fabric"
-        )
-    return None
-
-
-def _fewest_nodes(need: Callable[[int], float], usable: float, max_nodes: int) -> int | None:
-    """Smallest k in 1..max_nodes with need(k) ≤ usable; per-GPU need never grows with k."""
-    if need(max_nodes) > usable:
-        return None
-    lo, hi = 1, max_nodes
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if need(mid) <= usable:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a job goes on `nodes` whole nodes; when nothing fits, the placement that came closest."""
-
-    fits: bool
-    variant: int  # index into JobMemory.variants
-    nodes: int
-    gpus_per_node: int
-    total_gb: float
-    usable_vram_gb: float
-
-
-def place(memory: JobMemory, gpus_per_node: int, vram_gb: float, max_nodes: int) -> Placement:
-    """Fewest nodes that fit, then the lightest sharding at that node count."""
-    usable = vram_gb * USABLE_VRAM_FRACTION
-    best: tuple[int, int] | None = None
-    closest: tuple[float, int, int] | None = None
-    for variant, (sharding, _) in enumerate(memory.variants):
-        # DDP replicates the whole model: more nodes never lower its per-GPU need
-        limit = 1 if sharding == "none" else max_nodes
-
-        def need(k: int, variant: int = variant) -> float:
-            return memory.get(variant, k * gpus_per_node).total_gb
-
-        k = _fewest_nodes(need, usable, limit)
-        if k is not None:
-            best = min(best or (k, variant), (k, variant))
-        elif closest is None or need(limit) < closest[0]:
-            closest = (need(limit), limit, variant)
-    if best is not None:
-        nodes, variant = best
-        total = memory.get(variant, nodes * gpus_per_node).total_gb
-        return Placement(True, variant, nodes, gpus_per_node, total, usable)
-    assert closest is not None
-    total, nodes, variant = closest
-    return Placement(False, variant, nodes, gpus_per_node, total, usable)
-
-
-def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobMemory) -> Plan:
-    """The placement's time and, if it cannot be priced, why."""
-    sharding, job = memory.variants[placement.variant]
-    nodes, gpn = placement.nodes, placement.gpus_per_node
-    n = nodes * gpn
-    fields: dict[str, Any] = {
-        "fits": placement.fits,
-        "sharding": sharding,
-        "gpus_used": n,
-        "nodes_used": nodes,
-        "gpus_per_node": gpn,
-        "total_gb": placement.total_gb,
-        "usable_vram_gb": placement.usable_vram_gb,
-        "multi_node": nodes > 1,
-        "fabric_warning": _fabric_warning(nodes, hw.inter_node_gbps),
-    }
-    unknown_time = {"estimated_hours": None, "compute_hours": None, "comm_hours": None}
-    if not placement.fits:
-        reason = (
-            f"does not fit: needs {placement.total_gb:.1f} GB per GPU even with {sharding} over "
-            f"{n} GPU(s); {placement.usable_vram_gb:.1f} GB usable"
-        )
-        return Plan(**fields, **unknown_time, unpriced_reason=reason)
-    tflops = hw.node_tflops
-    if tflops is None or tflops <= 0:
-        reason = f"no dense bf16 or fp16 TFLOPS for {hw.gpu_name} in gpus.csv (no tensor cores or unknown)"
-        return Plan(**fields, **unknown_time, unpriced_reason=reason)
-    intra = hw.intra_node_gbps * 8 if hw.intra_node_gbps is not None else None
-    time = estimate_time(memory.model, job, fjob.train_tokens, n, gpn, tflops, intra, hw.inter_node_gbps)
-    hours = time.hours if math.isfinite(time.hours) else None
-    reason = fields["fabric_warning"] or (None if hours is not None else time.warning or "unbounded time")
-    return Plan(
-        **fields,
-        estimated_hours=hours,
-        compute_hours=time.compute_hours,
-        comm_hours=time.comm_hours if math.isfinite(time.comm_hours) else None,
-        unpriced_reason=reason,
-    )
 
 
 # --- offers ------------------------------------------------------------------------------------
@@ -393,6 +223,9 @@ select
     offers.intra_node_gbps,
     offers.inter_node_gbps,
     gpus.pcie_gen,
+    gpus.memory_bandwidth_gbps,
+    gpus.architecture,
+    gpus.model as gpu_model,
     offers.billing_granularity,
     offers.minimum_charge_seconds,
     offers.spot_kind,
@@ -429,6 +262,13 @@ def _intra_node_gbps(row: Mapping[str, Any]) -> float | None:
     if row["gpu_count"] > 1 and (row["intra_node_interconnect"] or "PCIe") == "PCIe":
         return PCIE_X16_GBYTES_PER_S.get(row["pcie_gen"] or 0)
     return row["intra_node_gbps"]
+
+
+def has_p2p(gpu_model: str | None) -> bool:
+    """GeForce cards have no GPU-to-GPU P2P over PCIe (NVIDIA disables it in the driver since
+    the RTX 40 series; RTX 30 only over an NVLink bridge, which clouds do not fit), so NCCL stages
+    their traffic through host memory. Read from gpus.csv's `model` ("GeForce RTX 4090")."""
+    return not (gpu_model or "").startswith("GeForce")
 
 
 def interruptions_per_hour(row: Mapping[str, Any]) -> tuple[float | None, str | None]:
@@ -585,6 +425,10 @@ def price_inputs(
             tensor_tflops=row["bf16_tflops"] if row["bf16_tflops"] is not None else row.get("fp16_tflops"),
             intra_node_gbps=_intra_node_gbps(row),
             inter_node_gbps=row["inter_node_gbps"],
+            memory_bandwidth_gbps=row.get("memory_bandwidth_gbps"),
+            architecture=row.get("architecture"),
+            p2p=has_p2p(row.get("gpu_model")),
+            pcie_gen=row.get("pcie_gen"),
         )
         hw_id = hw_ids.setdefault(hw, len(hw_ids))
         granularity = GRANULARITY.get(row["billing_granularity"] or "", "hour")

@@ -1,0 +1,222 @@
+"""Predicted vs published measured fine-tuning throughput (tokens/s, all GPUs together).
+
+    uv run python benchmarks/throughput_accuracy.py [CSV]
+    # CSV defaults to ../shared/data/measured_throughput_calibration.csv
+
+Each row states the model, method, precision, optimizer, sequence length, micro-batch,
+checkpointing, LoRA rank and targets, GPU (a gpus.csv name), GPU count, GPUs per node, the
+intra-node link, inter-node Gb/s, sharding, offload, framework and the measured tokens/s. It is
+read into a ModelSpec, a Job and an Accelerator by generic rules (`row_to_case`); nothing is
+looked up per row. Rows marked score=no are listed with their exclusion reason and left out of the
+summary. The summary gives the share within ±35 %, median |error| and median bias, overall, by
+method and by GPU.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.memory_accuracy import resolve_model
+from finetune import Accelerator, Job, ModelSpec, estimate_time
+from warehouse.finetune import has_p2p
+from warehouse.models import SEEDS_DIR, load_models
+
+DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured_throughput_calibration.csv"
+TOLERANCE_PCT = 35.0
+
+
+@dataclass(frozen=True)
+class Case:
+    case_id: str
+    setup: str
+    measured_tokens_per_s: float
+    method: str = ""
+    gpu_name: str = ""
+    model: ModelSpec | None = None
+    job: Job | None = None
+    gpu: Accelerator | None = None
+    n_gpus: int = 1
+    gpus_per_node: int = 1
+    intra_node_gbps: float | None = None
+    inter_node_gbps: float | None = None
+    skip_reason: str | None = None
+
+
+def load_gpus(path: Path | None = None) -> dict[str, dict[str, str]]:
+    with (path or SEEDS_DIR / "gpus.csv").open(newline="", encoding="utf-8") as f:
+        return {row["gpu_name"]: row for row in csv.DictReader(f)}
+
+
+def _float(cell: str | None) -> float | None:
+    return float(cell) if cell not in (None, "") else None
+
+
+def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[str, dict[str, str]]) -> Case:
+    """One calibration row → (model, job, hardware), by the row's own columns."""
+    setup = (
+        f"{row['model']} {row['method']} s={row['seq_len']} b={row['micro_batch']} "
+        f"{row['gpus']}× {row['gpu']} {row['sharding']}"
+    )
+    measured = float(row["tokens_per_s"])
+    base = Case(row["id"], setup, measured, method=row["method"], gpu_name=row["gpu"])
+    if row["score"].strip().lower() == "no":
+        return Case(**{**base.__dict__, "skip_reason": row["exclusion_reason"] or "score=no"})
+    spec = gpus.get(row["gpu"])
+    if spec is None or not spec.get("bf16_tflops"):
+        return Case(**{**base.__dict__, "skip_reason": f"no dense bf16 TFLOPS for {row['gpu']} in gpus.csv"})
+    try:
+        model, _ = resolve_model(row["config"] or row["model"], None, models)
+    except LookupError as exc:
+        return Case(**{**base.__dict__, "skip_reason": str(exc)})
+    framework = row["framework"].lower()
+    gc = row["grad_checkpointing"].strip().lower()
+    loss = "chunked" if "chunked ce" in framework else "standard"
+    known = ("adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit")
+    optimizer = row["optimizer"] if row["optimizer"] in known else "adamw"
+    job = Job(
+        method=row["method"],  # type: ignore[arg-type]
+        precision=row["precision"],  # type: ignore[arg-type]
+        optimizer=optimizer,  # type: ignore[arg-type]
+        seq_len=int(row["seq_len"]),
+        micro_batch=int(row["micro_batch"]),
+        # selective (per-op) checkpointing keeps the matmul outputs: no matmul is recomputed
+        grad_checkpointing=gc == "yes",
+        lora_rank=int(row["lora_rank"] or 16),
+        lora_targets=(row["lora_targets"] or "all-linear"),  # type: ignore[arg-type]
+        loss=loss,  # type: ignore[arg-type]
+        sharding=row["sharding"] or "none",  # type: ignore[arg-type]
+        offload=row["offload"].strip().lower() == "yes",
+    )
+    gpu = Accelerator(
+        tflops=float(spec["bf16_tflops"]),
+        memory_bandwidth_gbps=_float(spec.get("memory_bandwidth_gbps")),
+        architecture=spec.get("architecture"),
+        vram_gb=_float(spec.get("vram_gb")),
+        p2p=has_p2p(spec.get("model")),
+        pcie_gen=int(spec["pcie_gen"]) if spec.get("pcie_gen") else None,
+    )
+    link = row["intra_link"].strip().lower()
+    nvlink = _float(spec.get("nvlink_gbps")) or 0.0
+    # seeds state NVLink bidirectionally (GB/s); a ring sees one direction; ×8 for Gb/s
+    intra = nvlink / 2 * 8 if link == "nvlink" and nvlink else None
+    return Case(
+        **{
+            **base.__dict__,
+            "model": model,
+            "job": job,
+            "gpu": gpu,
+            "n_gpus": int(row["gpus"]),
+            "gpus_per_node": int(row["gpus_per_node"] or row["gpus"]),
+            "intra_node_gbps": intra,
+            "inter_node_gbps": _float(row["inter_node_gbps"]),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Result:
+    case: Case
+    predicted_tokens_per_s: float | None
+    error_pct: float | None
+
+
+def predict(case: Case) -> float:
+    assert case.model is not None and case.job is not None and case.gpu is not None
+    t = estimate_time(
+        case.model,
+        case.job,
+        1e9,
+        case.n_gpus,
+        case.gpus_per_node,
+        case.gpu.tflops,
+        case.intra_node_gbps,
+        case.inter_node_gbps,
+        gpu=case.gpu,
+    )
+    return t.tokens_per_s
+
+
+def evaluate(csv_path: Path) -> list[Result]:
+    models, gpus = load_models(), load_gpus()
+    with csv_path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    results = []
+    for row in rows:
+        case = row_to_case(row, models, gpus)
+        if case.skip_reason:
+            results.append(Result(case, None, None))
+            continue
+        predicted = predict(case)
+        error = (predicted - case.measured_tokens_per_s) / case.measured_tokens_per_s * 100
+        results.append(Result(case, predicted, error))
+    return results
+
+
+def summary(results: list[Result]) -> dict[str, float]:
+    errors = [r.error_pct for r in results if r.error_pct is not None]
+    if not errors:
+        return {
+            "cases": 0.0,
+            "within_share": math.nan,
+            "median_abs_error_pct": math.nan,
+            "median_bias_pct": math.nan,
+        }
+    return {
+        "cases": float(len(errors)),
+        "within_share": sum(abs(e) <= TOLERANCE_PCT for e in errors) / len(errors),
+        "median_abs_error_pct": statistics.median(abs(e) for e in errors),
+        "median_bias_pct": statistics.median(errors),
+    }
+
+
+def _summary_line(label: str, results: list[Result]) -> str:
+    s = summary(results)
+    return (
+        f"| {label} | {s['cases']:.0f} | {s['within_share']:.0%} | {s['median_abs_error_pct']:.1f} "
+        f"| {s['median_bias_pct']:+.1f} |"
+    )
+
+
+def main(argv: list[str]) -> int:
+    csv_path = Path(argv[1]) if len(argv) > 1 else DEFAULT_CSV
+    if not csv_path.exists():
+        print(f"calibration data absent ({csv_path}); nothing to score")
+        return 0
+    results = evaluate(csv_path)
+    print("| id | setup | measured tok/s | predicted tok/s | error % |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        c = r.case
+        if r.predicted_tokens_per_s is None:
+            print(
+                f"| {c.case_id} | {c.setup} | {c.measured_tokens_per_s:,.0f} | excluded: {c.skip_reason} | |"
+            )
+            continue
+        print(
+            f"| {c.case_id} | {c.setup} | {c.measured_tokens_per_s:,.0f} "
+            f"| {r.predicted_tokens_per_s:,.0f} | {r.error_pct:+.1f} |"
+        )
+    scored = [r for r in results if r.error_pct is not None]
+    print()
+    print(f"| group | cases | within ±{TOLERANCE_PCT:.0f} % | median abs error % | median bias % |")
+    print("|---|---|---|---|---|")
+    print(_summary_line("all", scored))
+    for key in ("method", "gpu_name"):
+        groups: dict[str, list[Result]] = defaultdict(list)
+        for r in scored:
+            groups[getattr(r.case, key)].append(r)
+        for name in sorted(groups):
+            print(_summary_line(f"{key.removesuffix('_name')} {name}", groups[name]))
+    excluded = len(results) - len(scored)
+    print(f"\n{len(scored)} scored, {excluded} excluded (score=no or not expressible)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

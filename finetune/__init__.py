@@ -1,0 +1,103 @@
+"""The fine-tuning model: what a job needs in memory, how long it runs, what it costs (pure).
+
+No DuckDB, no I/O: `warehouse/` builds its marts from these functions and reads the seeds;
+`flows/` resolves Hugging Face configs. Modules by concern:
+
+* `architecture`: ModelSpec from a config.json or a seed row; parameter counts;
+* `job`: the job's knobs (method, precision, optimizer, loss, quantization, shapes);
+* `memory`: peak memory per GPU by phase (load, step, optimizer), allocated / reserved / device;
+* `time`: a per-step roofline (matmuls, attention, memory traffic, dequantization, dispatch,
+  optimizer, communication);
+* `cost`: billing granularity, minimum charges, spot interruptions;
+* `placement`: fewest nodes and lightest sharding that fit given hardware, and its time.
+"""
+
+from finetune.architecture import (
+    ModelSpec,
+    count_params,
+    embedding_params,
+    largest_layer_params,
+    linear_params,
+    model_from_hf_config,
+    model_from_seed_row,
+)
+from finetune.cost import (
+    Granularity,
+    billed_hours,
+    cost_per_million_tokens,
+    expected_spot_cost,
+    expected_spot_hours,
+    run_cost,
+)
+from finetune.job import (
+    Attention,
+    FinetuneJob,
+    Job,
+    LoraTargets,
+    Loss,
+    Method,
+    Optimizer,
+    Precision,
+    Quant,
+    Sharding,
+    job_from_seed_row,
+)
+from finetune.memory import (
+    GB,
+    MemoryBreakdown,
+    activation_bytes,
+    bytes_per_param,
+    logits_bytes,
+    memory_per_gpu,
+    model_states,
+    model_states_bytes,
+    trainable_params,
+)
+from finetune.time import (
+    FAST_FABRIC_GBPS,
+    Accelerator,
+    TimeEstimate,
+    estimate_time,
+    flops_per_token,
+)
+
+__all__ = [
+    "FAST_FABRIC_GBPS",
+    "GB",
+    "Accelerator",
+    "Attention",
+    "FinetuneJob",
+    "Granularity",
+    "Job",
+    "LoraTargets",
+    "Loss",
+    "MemoryBreakdown",
+    "Method",
+    "ModelSpec",
+    "Optimizer",
+    "Precision",
+    "Quant",
+    "Sharding",
+    "TimeEstimate",
+    "activation_bytes",
+    "billed_hours",
+    "bytes_per_param",
+    "cost_per_million_tokens",
+    "count_params",
+    "embedding_params",
+    "estimate_time",
+    "expected_spot_cost",
+    "expected_spot_hours",
+    "flops_per_token",
+    "job_from_seed_row",
+    "largest_layer_params",
+    "linear_params",
+    "logits_bytes",
+    "memory_per_gpu",
+    "model_from_hf_config",
+    "model_from_seed_row",
+    "model_states",
+    "model_states_bytes",
+    "run_cost",
+    "trainable_params",
+]

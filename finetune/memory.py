@@ -1,0 +1,430 @@
+"""Peak memory per GPU of one fine-tuning job (pure).
+
+Units: bytes inside, **GB = 1e9 bytes** (`_gb`) in `MemoryBreakdown`, like `vram_gb` in the GPU
+seeds. DeepSpeed's estimators print GiB (2**30); the tests convert.
+
+Peak = the largest of three phases, and `MemoryBreakdown.peak_phase` says which:
+
+* load: the frozen or trained weights in their storage dtype, plus one layer in bf16 (bitsandbytes
+  quantizes on load one linear at a time; FSDP materializes one unit before sharding it);
+* step (forward + backward): model states (weights, gradients, optimizer state) + activations +
+  logits + the allocator's fragmentation on those transients;
+* optimizer step: model states + the temporaries of torch's foreach AdamW (one state-sized
+  tensor list for sqrt(v)); activations and logits are freed by then.
+
+Model states follow the ZeRO paper (Rajbhandari et al. 2020, arXiv:1910.02054) with DeepSpeed's
+byte accounting, so that `model_states_bytes` equals `estimate_zero2_model_states_mem_needs` /
+`estimate_zero3_model_states_mem_needs` (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py)
+exactly for bf16-mixed AdamW. Activations count the tensors autograd saves in a Hugging Face
+Llama-style decoder layer (Korthikanti et al. 2022, arXiv:2205.05198, Table 2, redone for RMSNorm,
+SwiGLU or plain MLPs, GQA and FlashAttention; `_layer_activation_bytes_per_token` lists the terms).
+
+Totals: `allocated_gb` is what torch.cuda.max_memory_allocated reports (tensors), `reserved_gb`
+adds the caching allocator's fragmentation (max_memory_reserved), and `device_gb` = `total_gb`
+adds the CUDA context (what nvidia-smi shows). Fit decisions use `total_gb`, the device total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from finetune.architecture import (
+    ModelSpec,
+    _attention_params_per_layer,
+    _mlp_params_per_layer,
+    largest_layer_params,
+    layer_params,
+    linear_params,
+)
+from finetune.job import Job, Optimizer, Precision, Sharding
+
+GB = 1e9
+
+# --- Constants. Each is a physical quantity with its source, none is fitted to a measured row. ---
+
+# Bytes per quantized weight. NF4: 4 bits + one fp32 absmax per 64 weights = 4.5 bits; with double
+# quantization the absmax is 8-bit with one fp32 constant per 256 of them = 4.127 bits (Dettmers
+# et al. 2023, QLoRA, arXiv:2305.14314, section 2). GPTQ int4 (AutoGPTQ, group size 128): 4 bits +
+# an fp16 scale and a packed 4-bit zero per group of 128 = 4.156 bits.
+QUANT_BYTES_PER_PARAM: dict[str, float] = {
+    "nf4": (4 + 32 / 64) / 8,
+    "nf4-dq": (4 + 8 / 64 + 32 / (64 * 256)) / 8,
+    "gptq": (4 + 16 / 128 + 4 / 128) / 8,
+}
+NF4_DQ_BYTES_PER_PARAM = QUANT_BYTES_PER_PARAM["nf4-dq"]
+# Bytes per logit element, by loss (b·s·V elements):
+# * standard (HF causal-LM loss): bf16 logits (2), the fp32 upcast for the loss (4), its fp32
+#   gradient (4) and the bf16 gradient flowing back into the head (2) = 12;
+# * chunked (torchtune CEWithChunkedOutputLoss): the bf16 logits of every chunk stay saved for
+#   backward (2); the fp32 upcast exists for one chunk at a time (1/8 of b·s·V by torchtune's
+#   default num_output_chunks = 8) — torchtune measures −8.1 GiB on Llama-3.2-3B at b·s·V = 1.05e9,
+#   ≈ 8 of the 10 bytes the fp32 copies take;
+# * fused (Liger, Cut-Cross-Entropy, Unsloth): logits are computed blockwise and never stored;
+#   what remains is one block, negligible.
+LOGITS_BYTES_PER_ELEMENT: dict[str, float] = {"standard": 12.0, "chunked": 2.0 + 8.0 / 8, "fused": 0.0}
+# Gemma 2's final soft-capping (tanh(x/30)·30) keeps one more fp32 copy of the logits for backward.
+SOFTCAP_LOGITS_BYTES_PER_ELEMENT = 4.0
+# CUDA context + cuBLAS/cuDNN workspaces: gpu_poor assumes 650 MB, its README 0.5–1 GB.
+CUDA_CONTEXT_GB = 0.5
+# Caching-allocator fragmentation on the tensors that come and go each step (activations, logits):
+# reserved/allocated = 10.22/9.16 GiB in Answer.AI's 7B LoRA run; PyTorch docs cite 5–15%.
+ALLOCATOR_FRAGMENTATION = 0.10
+# Optimizer state bytes per trained parameter: AdamW m and v in fp32 (8); bitsandbytes 8-bit
+# AdamW keeps them in 1 byte each (2); paged variants have the same steady state (QLoRA paper).
+OPTIMIZER_STATE_BYTES: dict[str, float] = {
+    "adamw": 8.0,
+    "paged-adamw": 8.0,
+    "adamw8bit": 2.0,
+    "paged-adamw8bit": 2.0,
+}
+# torch.optim.AdamW's foreach implementation (the default on CUDA since torch 2.0) allocates
+# sqrt(v) as a new tensor list (`torch._foreach_sqrt(exp_avg_sqs)` in _multi_tensor_adamw): one
+# state-sized temporary of v's dtype. bitsandbytes' 8-bit optimizers update in place (no foreach).
+FOREACH_TEMPORARIES = 1.0
+# Live decoder units under FSDP/ZeRO-3: the one computing and the one prefetched (FSDP
+# forward_prefetch/backward_prefetch = BACKWARD_PRE, one unit ahead). CPU offload keeps one more in
+# flight, the host-to-device copy of the unit after next (DeepSpeed's offload prefetch queue).
+LIVE_UNITS = 2
+LIVE_UNITS_OFFLOAD = 3
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Peak memory per GPU in GB (1e9 bytes). `total_gb` is the device total (`device_gb`)."""
+
+    weights_gb: float
+    gradients_gb: float
+    optimizer_gb: float
+    activations_gb: float
+    logits_gb: float
+    overhead_gb: float
+    total_gb: float
+    allocated_gb: float = 0.0
+    reserved_gb: float = 0.0
+    peak_phase: str = "step"
+    phases_gb: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def device_gb(self) -> float:
+        return self.total_gb
+
+    def as_dict(self) -> dict[str, float]:
+        """The component columns of marts.finetune_requirements (GB)."""
+        return {
+            "weights_gb": self.weights_gb,
+            "gradients_gb": self.gradients_gb,
+            "optimizer_gb": self.optimizer_gb,
+            "activations_gb": self.activations_gb,
+            "logits_gb": self.logits_gb,
+            "overhead_gb": self.overhead_gb,
+            "total_gb": self.total_gb,
+        }
+
+    def report(self) -> dict[str, Any]:
+        """Everything, for --json: components, allocated / reserved / device totals, phases."""
+        return {
+            **self.as_dict(),
+            "allocated_gb": self.allocated_gb,
+            "reserved_gb": self.reserved_gb,
+            "device_gb": self.device_gb,
+            "peak_phase": self.peak_phase,
+            "phases_gb": dict(self.phases_gb),
+        }
+
+
+# --- Trainable parameters -------------------------------------------------------------------------
+
+
+def _lora_params_per_layer(m: ModelSpec, rank: int, targets: str) -> int:
+    h, q_out, kv_out = m.hidden_size, m.attention_heads * m.head_dim_, m.kv_heads * m.head_dim_
+    # LoRA on W (d_in→d_out) adds A (r×d_in) and B (d_out×r): r·(d_in + d_out) (Hu et al. 2021).
+    attn = rank * ((h + q_out) + 2 * (h + kv_out) + (q_out + h))
+    if targets == "attention":
+        return attn
+    n_mats = 3 if m.gated_mlp else 2
+    experts = m.num_experts if m.is_moe and m.num_experts else 1
+    return attn + experts * n_mats * rank * (h + m.intermediate_size)
+
+
+def trainable_params(model: ModelSpec, job: Job) -> int:
+    """All parameters for full fine-tuning; the LoRA A/B matrices for LoRA and QLoRA."""
+    if job.method == "full":
+        return model.params
+    return model.layers * _lora_params_per_layer(model, job.lora_rank, job.lora_targets)
+
+
+# --- Model states (weights, gradients, optimizer) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    weights: float
+    gradients: float
+    optimizer: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer
+
+
+def bytes_per_param(precision: Precision, optimizer: Optimizer) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes per trained parameter, unsharded.
+
+    bf16-mixed (DeepSpeed's accounting, stage_1_and_2.py: "2 = params_16bit, 18 = 2_grads_16bit +
+    4_grads_32bit + 4_params_32bit + 8_optimizer_states_32bit"): 2 | 4 | 4 master + m,v.
+    With AdamW that is 2 + 4 + 12 = 18 B/param, LLaMA-Factory's `18x`; the bf16 gradient is a
+    transient bucket except in ZeRO-2, where DeepSpeed keeps a 2 B/param partition of it.
+    bf16-pure (LLaMA-Factory pure_bf16, torchtune, litgpt bf16-true): 2 | 2 | m,v in bf16 = 8 B/param
+    with AdamW (LLaMA-Factory `8x`). 8-bit AdamW (bitsandbytes) keeps m,v in 1 byte each; paged
+    variants have the same steady state and only spill to CPU under pressure (QLoRA paper).
+    """
+    states = OPTIMIZER_STATE_BYTES[optimizer]
+    if precision == "bf16-mixed":
+        return 2.0, 4.0, 4.0 + states
+    # torch AdamW keeps m, v in the parameter dtype (bf16); bitsandbytes' 32-bit paged AdamW
+    # keeps them in fp32 whatever the parameter dtype
+    return 2.0, 2.0, states / 2 if optimizer == "adamw" else states
+
+
+def model_states_bytes(
+    params: float,
+    largest_layer: float,
+    precision: Precision,
+    optimizer: Optimizer,
+    sharding: Sharding,
+    n_gpus: int,
+    offload: bool,
+) -> StateBytes:
+    """Per-GPU weight/gradient/optimizer bytes for fully trained parameters under ZeRO stages.
+
+    ZeRO-2 (estimate_zero2_model_states_mem_needs): 2Ψ + 18Ψ/N, or 2Ψ with CPU offload.
+    ZeRO-3 (estimate_zero3_model_states_mem_needs): 4·largest_layer + 18Ψ/N; params+optimizer
+    offload leaves 4·largest_layer (the gathered bf16 layer and its bf16 gradient).
+    No sharding (DDP) replicates everything: 18Ψ for bf16-mixed AdamW.
+    """
+    w, g, o = bytes_per_param(precision, optimizer)
+    n = max(1, n_gpus)
+    if sharding == "none":
+        return StateBytes(w * params, g * params, o * params)
+    if sharding == "zero2":
+        if offload:
+            return StateBytes(w * params, 0.0, 0.0)
+        # the 16-bit gradient partition DeepSpeed keeps next to the fp32 one (the "2_grads_16bit")
+        g_zero2 = g + (2.0 if precision == "bf16-mixed" else 0.0)
+        return StateBytes(w * params, g_zero2 * params / n, o * params / n)
+    gathered = 2.0 * largest_layer
+    if offload:
+        return StateBytes(gathered, gathered, 0.0)
+    return StateBytes(gathered + w * params / n, gathered + g * params / n, o * params / n)
+
+
+def quantized_bytes_per_param(job: Job) -> float:
+    return QUANT_BYTES_PER_PARAM[job.quant]
+
+
+def _unquantized_bytes_per_param(job: Job) -> float:
+    """Embeddings, head and norms of a frozen base: bf16, or fp32 after k-bit preparation."""
+    return 4.0 if job.method == "qlora" and job.kbit_upcast else 2.0
+
+
+def _frozen_weight_bytes(model: ModelSpec, job: Job) -> float:
+    """Bytes of the frozen base model under LoRA (bf16) or QLoRA (quantized linears, rest bf16)."""
+    if job.method == "lora":
+        return 2.0 * model.params
+    quantized = linear_params(model)
+    # bitsandbytes / GPTQ kernels dequantize one linear at a time to bf16 for the matmul
+    dequant_buffer = 2.0 * model.hidden_size * model.intermediate_size
+    rest = _unquantized_bytes_per_param(job) * (model.params - quantized)
+    return quantized_bytes_per_param(job) * quantized + rest + dequant_buffer
+
+
+def _decoder_unit_frozen_bytes(model: ModelSpec, job: Job) -> float:
+    """One decoder layer of a frozen base in its storage dtype (quantized linears under QLoRA)."""
+    linears = _attention_params_per_layer(model) + _mlp_params_per_layer(model)
+    per_linear = quantized_bytes_per_param(job) if job.method == "qlora" else 2.0
+    return per_linear * linears + _unquantized_bytes_per_param(job) * 2 * model.hidden_size
+
+
+def _root_unit_frozen_bytes(model: ModelSpec, job: Job) -> float:
+    """The FSDP root unit: embedding and (untied) head, gathered for the whole step."""
+    vh = model.vocab_size * model.hidden_size
+    return _unquantized_bytes_per_param(job) * vh * (1 if model.tied_embeddings else 2)
+
+
+def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
+    """Per-GPU weights, gradients and optimizer state of `job` during the training step."""
+    if job.method == "full":
+        return model_states_bytes(
+            model.params,
+            largest_layer_params(model),
+            job.precision,
+            job.optimizer,
+            job.sharding,
+            n_gpus,
+            job.offload,
+        )
+    n = max(1, n_gpus)
+    frozen = _frozen_weight_bytes(model, job)
+    if job.sharding == "zero3":
+        # sharded base: the root unit (embedding + head) stays gathered through the step, and
+        # LIVE_UNITS decoder layers are gathered at once (the one computing, the one prefetched);
+        # each GPU's own 1/n of them is already in its shard
+        units = min(model.layers, LIVE_UNITS_OFFLOAD if job.offload else LIVE_UNITS)
+        root = _root_unit_frozen_bytes(model, job)
+        unit = _decoder_unit_frozen_bytes(model, job)
+        gathered = root + units * unit
+        frozen = gathered if job.offload else frozen / n + gathered * (n - 1) / n
+    # adapters: fp32 under mixed precision (they are their own master copy), bf16 under pure bf16
+    t = trainable_params(model, job)
+    adapter_w = 4.0 if job.precision == "bf16-mixed" else 2.0
+    w_b, g_b, o_b = adapter_w, adapter_w, OPTIMIZER_STATE_BYTES[job.optimizer]
+    if job.precision == "bf16-pure" and job.optimizer == "adamw":
+        o_b = o_b / 2
+    shard = n if job.sharding != "none" else 1
+    opt = 0.0 if job.offload else o_b * t / shard
+    grads = 0.0 if job.offload else g_b * t / shard
+    return StateBytes(frozen + w_b * t, grads, opt)
+
+
+# --- Activations -------------------------------------------------------------------------------
+
+
+def _adapted_linear_inputs(model: ModelSpec, job: Job) -> float:
+    """Sum of d_in over the LoRA-adapted linears of one layer (what LoRA dropout copies)."""
+    h = model.hidden_size
+    attn = 3 * h + model.attention_heads * model.head_dim_  # q, k, v read h; o reads a·d
+    if job.lora_targets == "attention":
+        return float(attn)
+    experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
+    mlp = (2 * h if model.gated_mlp else h) + model.intermediate_size
+    return float(attn + experts * mlp)
+
+
+def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) -> float:
+    """Bytes autograd saves per token in one decoder layer (HF Llama-style, bf16).
+
+    A frozen nn.Linear does not save its input (autograd keeps the input only to form the weight
+    gradient), so LoRA saves less than full fine-tuning; a LoRA-adapted linear saves it again
+    (lora_A needs it). Terms, in bytes per token:
+    * RMSNorm ×2: HF upcasts to fp32 and keeps it (4h), plus the bf16 normed input if the norm
+      weight trains (2h);
+    * q/k/v input (2h), gate/up input (2h), down input (2I): when that linear trains, is adapted,
+      or is a bitsandbytes 4-bit linear (QLoRA);
+    * FlashAttention: q and out (2·a·d each), k and v (2·kv·d each), log-sum-exp (negligible);
+      eager attention instead keeps q, k, v repeated to all heads and the fp32 + bf16 softmax
+      (6·a·s, Korthikanti's 5·a·s²·b per sequence with an fp32 softmax);
+    * gated MLP: gate output, activation output and up output (6I); plain MLP: fc1 output and
+      activation output (4I);
+    * LoRA dropout > 0: PEFT applies nn.Dropout to each adapter's input: a bf16 copy and a 1-byte
+      mask per element of every adapted linear's input (3·d_in);
+    * MoE: the above for each of the k routed experts plus the dispatched token copy (2h·k).
+    """
+    h, inter = model.hidden_size, model.intermediate_size
+    q_out, kv_out = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
+    full = job.method == "full"
+    # bitsandbytes' MatMul4Bit saves its input whenever that input needs a gradient
+    # (`ctx.tensors = (A, B)`), so QLoRA keeps every linear input like full fine-tuning does
+    saves_inputs = full or job.method == "qlora"
+    adapted_mlp = saves_inputs or job.lora_targets == "all-linear"
+    norms = 2 * (4 * h + (2 * h if full else 0))
+    qkv_in = 2 * h
+    # Gemma 2's attention soft-capping has no FlashAttention-2 kernel: HF falls back to eager
+    eager = job.attention == "eager" or model.attn_logit_softcapping
+    if not eager:
+        attn = 2 * q_out + 4 * kv_out + 2 * q_out
+    else:
+        attn = 6 * q_out + 6 * model.attention_heads * seq_len + 2 * q_out
+    mlp_inner = 6 * inter if model.gated_mlp else 4 * inter
+    mlp_in = (2 * h + 2 * inter) if adapted_mlp else 0
+    mlp = mlp_inner + mlp_in
+    if model.is_moe and model.experts_per_token:
+        mlp = model.experts_per_token * (mlp + 2 * h)
+    dropout = 3.0 * _adapted_linear_inputs(model, job) if job.dropout > 0 else 0.0
+    return float(norms + qkv_in + attn + mlp) + dropout
+
+
+def activation_bytes(model: ModelSpec, job: Job) -> float:
+    """Activation bytes per GPU for one micro-batch at its peak (end of the forward pass).
+
+    Without checkpointing every layer's saved tensors are alive. With (HF) gradient checkpointing
+    each layer keeps only its bf16 input (2·s·b·h, Korthikanti's "full recompute"), plus one layer's
+    recomputed activations during its backward. The final norm and head input add 8h per token.
+    """
+    tokens = job.seq_len * job.micro_batch
+    per_layer = _layer_activation_bytes_per_token(model, job, job.seq_len) * tokens
+    head = 8.0 * model.hidden_size * tokens
+    if job.grad_checkpointing:
+        return 2.0 * model.hidden_size * tokens * model.layers + per_layer + head
+    return per_layer * model.layers + head
+
+
+def logits_bytes(model: ModelSpec, job: Job) -> float:
+    """b·s·V logits at the bytes per element of the job's loss (LOGITS_BYTES_PER_ELEMENT)."""
+    per = LOGITS_BYTES_PER_ELEMENT[job.loss]
+    if model.final_logit_softcapping and job.loss != "fused":
+        per += SOFTCAP_LOGITS_BYTES_PER_ELEMENT
+    return per * job.seq_len * job.micro_batch * model.vocab_size
+
+
+def _optimizer_temporaries(model: ModelSpec, job: Job, n_gpus: int) -> float:
+    """Bytes the optimizer step allocates on top of the states (foreach AdamW's sqrt(v))."""
+    if job.optimizer != "adamw" or job.offload:
+        return 0.0
+    t = trainable_params(model, job)
+    shard = max(1, n_gpus) if job.sharding != "none" else 1
+    v_bytes = 4.0 if job.precision == "bf16-mixed" else 2.0
+    return FOREACH_TEMPORARIES * v_bytes * t / shard
+
+
+def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdown:
+    """Peak memory per GPU in GB for `job` data-parallel over `n_gpus` (sharded per job.sharding)."""
+    if n_gpus < 1:
+        raise ValueError(f"n_gpus must be ≥ 1, got {n_gpus}")
+    states = model_states(model, job, n_gpus)
+    acts = activation_bytes(model, job)
+    logits = logits_bytes(model, job)
+    fragmentation = ALLOCATOR_FRAGMENTATION * (acts + logits)
+    context = CUDA_CONTEXT_GB * GB
+    step_allocated = states.total + acts + logits
+    optimizer_allocated = states.total + _optimizer_temporaries(model, job, n_gpus)
+    # load: the weights as stored (bitsandbytes quantizes one linear at a time on load: the
+    # dequantization buffer in the weights covers it); FSDP materializes one decoder unit in bf16
+    # before sharding it
+    unit_on_load = 2.0 * layer_params(model) if job.sharding == "zero3" and n_gpus > 1 else 0.0
+    load_allocated = states.weights + unit_on_load
+    phases = {
+        "load": load_allocated + context,
+        "step": step_allocated + fragmentation + context,
+        "optimizer": optimizer_allocated + context,
+    }
+    phase = max(phases, key=lambda k: phases[k])
+    allocated = {"load": load_allocated, "step": step_allocated, "optimizer": optimizer_allocated}[phase]
+    reserved = allocated + (fragmentation if phase == "step" else 0.0)
+    total = phases[phase]
+    if phase == "step":
+        parts = [states.weights, states.gradients, states.optimizer, acts, logits]
+    elif phase == "optimizer":
+        parts = [
+            states.weights,
+            states.gradients,
+            optimizer_allocated - states.total + states.optimizer,
+            0,
+            0,
+        ]
+    else:
+        parts = [load_allocated, 0.0, 0.0, 0.0, 0.0]
+    w, g, o, a, lg = (p / GB for p in parts)
+    return MemoryBreakdown(
+        weights_gb=w,
+        gradients_gb=g,
+        optimizer_gb=o,
+        activations_gb=a,
+        logits_gb=lg,
+        overhead_gb=(total - sum(parts)) / GB,
+        total_gb=total / GB,
+        allocated_gb=allocated / GB,
+        reserved_gb=reserved / GB,
+        peak_phase=phase,
+        phases_gb=tuple((k, v / GB) for k, v in phases.items()),
+    )

@@ -1,0 +1,231 @@
+"""Where a job goes on given hardware: fewest nodes that fit, lightest sharding, its time (pure).
+
+* A job uses whole instances ("nodes") and every GPU in them: the price is per instance, so an idle
+  GPU only makes the run slower for the same money. A fractional offer (a vGPU slice, gpu_count < 1)
+  is one node of one GPU with that share of the compute; its `vram_gb` is already the slice.
+* It fits when the per-GPU device total `total_gb` ≤ `usable_vram_gb` = vram_gb × USABLE_VRAM_FRACTION.
+* Chosen: the fewest nodes that fit, and at that node count the lightest sharding that fits
+  (none → zero2 → zero3). At a fixed GPU count compute time is the same for all three and their
+  communication volume grows in that order, and more nodes only add slower inter-node traffic, so
+  this is also the cheapest placement up to billing rounding. DDP (`none`) replicates the whole
+  model, so it is only ever tried on one node.
+* A placement that does not fit reports the configuration that came closest (smallest per-GPU need).
+* Multi-node without a fast fabric (< FAST_FABRIC_GBPS, or unknown) is flagged and not priced.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from finetune.architecture import ModelSpec
+from finetune.job import FinetuneJob, Job, Sharding
+from finetune.memory import MemoryBreakdown, memory_per_gpu
+from finetune.time import FAST_FABRIC_GBPS, Accelerator, estimate_time
+
+SHARDINGS: tuple[Sharding, ...] = ("none", "zero2", "zero3")
+# What the memory model leaves out and a real run still allocates: NCCL communicator buffers on
+# multi-GPU jobs, the driver's and ECC's reservation, allocator spikes at step boundaries. The
+# model's own error (median |error| < 15% on the calibration set) goes both ways and is not covered.
+USABLE_VRAM_FRACTION = 0.95
+
+
+class JobMemory:
+    """`memory_per_gpu` of one job under each sharding it allows, per GPU count, computed once."""
+
+    def __init__(self, model: ModelSpec, job: Job) -> None:
+        self.model = model
+        self.variants: list[tuple[Sharding, Job]] = [
+            (s, replace(job, sharding=s)) for s in SHARDINGS if not (job.offload and s == "none")
+        ]
+        self._cache: dict[tuple[int, int], MemoryBreakdown] = {}
+
+    def get(self, variant: int, n_gpus: int) -> MemoryBreakdown:
+        """The breakdown of `self.variants[variant]` data-parallel over `n_gpus` GPUs."""
+        key = (variant, n_gpus)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = memory_per_gpu(self.model, self.variants[variant][1], n_gpus)
+        return found
+
+
+class MemoryTable:
+    """One `JobMemory` per (model, job), shared by both marts."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[tuple[str, Job], JobMemory] = {}
+
+    def for_job(self, model: ModelSpec, job: Job) -> JobMemory:
+        key = (model.model_id, job)
+        found = self._jobs.get(key)
+        if found is None:
+            found = self._jobs[key] = JobMemory(model, job)
+        return found
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What of an offer decides fit and time. Bandwidths: intra GB/s per GPU, inter Gb/s per node."""
+
+    gpu_name: str
+    gpu_count: float
+    vram_gb: float
+    tensor_tflops: float | None  # dense bf16, or fp16 on GPUs without bf16 (T4, V100)
+    intra_node_gbps: float | None
+    inter_node_gbps: float | None
+    memory_bandwidth_gbps: float | None = None  # GB/s, datasheet
+    architecture: str | None = None
+    p2p: bool = True  # False for GeForce cards: NCCL stages through host memory
+    pcie_gen: int | None = None
+
+    @property
+    def gpus_per_node(self) -> int:
+        return 1 if self.gpu_count < 1 else int(self.gpu_count)
+
+    @property
+    def node_tflops(self) -> float | None:
+        """Dense tensor TFLOPS of one of the job's GPUs (a slice gets its share)."""
+        if self.tensor_tflops is None:
+            return None
+        return self.tensor_tflops * min(1.0, self.gpu_count)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One job on one kind of hardware. When it does not fit, the placement that came closest."""
+
+    fits: bool
+    sharding: Sharding
+    gpus_used: int
+    nodes_used: int
+    gpus_per_node: int
+    total_gb: float
+    usable_vram_gb: float
+    multi_node: bool
+    fabric_warning: str | None
+    estimated_hours: float | None
+    compute_hours: float | None
+    comm_hours: float | None
+    unpriced_reason: str | None
+
+    @property
+    def priced(self) -> bool:
+        return self.unpriced_reason is None
+
+
+def _fabric_warning(nodes: int, inter_node_gbps: float | None) -> str | None:
+    if nodes <= 1:
+        return None
+    if inter_node_gbps is None or inter_node_gbps <= 0:
+        return f"multi-node ({nodes} nodes) on an offer with no known inter-node fabric"
+    if inter_node_gbps < FAST_FABRIC_GBPS:
+        return (
+            f"multi-node ({nodes} nodes) over {inter_node_gbps:g} Gb/s "
+            f"(< {FAST_FABRIC_GBPS:g} Gb/s): no fast fabric"
+        )
+    return None
+
+
+def _fewest_nodes(need: Callable[[int], float], usable: float, max_nodes: int) -> int | None:
+    """Smallest k in 1..max_nodes with need(k) ≤ usable; per-GPU need never grows with k."""
+    if need(max_nodes) > usable:
+        return None
+    lo, hi = 1, max_nodes
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if need(mid) <= usable:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job goes on `nodes` whole nodes; when nothing fits, the placement that came closest."""
+
+    fits: bool
+    variant: int  # index into JobMemory.variants
+    nodes: int
+    gpus_per_node: int
+    total_gb: float
+    usable_vram_gb: float
+
+
+def place(memory: JobMemory, gpus_per_node: int, vram_gb: float, max_nodes: int) -> Placement:
+    """Fewest nodes that fit, then the lightest sharding at that node count."""
+    usable = vram_gb * USABLE_VRAM_FRACTION
+    best: tuple[int, int] | None = None
+    closest: tuple[float, int, int] | None = None
+    for variant, (sharding, _) in enumerate(memory.variants):
+        # DDP replicates the whole model: more nodes never lower its per-GPU need
+        limit = 1 if sharding == "none" else max_nodes
+
+        def need(k: int, variant: int = variant) -> float:
+            return memory.get(variant, k * gpus_per_node).total_gb
+
+        k = _fewest_nodes(need, usable, limit)
+        if k is not None:
+            best = min(best or (k, variant), (k, variant))
+        elif closest is None or need(limit) < closest[0]:
+            closest = (need(limit), limit, variant)
+    if best is not None:
+        nodes, variant = best
+        total = memory.get(variant, nodes * gpus_per_node).total_gb
+        return Placement(True, variant, nodes, gpus_per_node, total, usable)
+    assert closest is not None
+    total, nodes, variant = closest
+    return Placement(False, variant, nodes, gpus_per_node, total, usable)
+
+
+def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobMemory) -> Plan:
+    """The placement's time and, if it cannot be priced, why."""
+    sharding, job = memory.variants[placement.variant]
+    nodes, gpn = placement.nodes, placement.gpus_per_node
+    n = nodes * gpn
+    fields: dict[str, Any] = {
+        "fits": placement.fits,
+        "sharding": sharding,
+        "gpus_used": n,
+        "nodes_used": nodes,
+        "gpus_per_node": gpn,
+        "total_gb": placement.total_gb,
+        "usable_vram_gb": placement.usable_vram_gb,
+        "multi_node": nodes > 1,
+        "fabric_warning": _fabric_warning(nodes, hw.inter_node_gbps),
+    }
+    unknown_time = {"estimated_hours": None, "compute_hours": None, "comm_hours": None}
+    if not placement.fits:
+        reason = (
+            f"does not fit: needs {placement.total_gb:.1f} GB per GPU even with {sharding} over "
+            f"{n} GPU(s); {placement.usable_vram_gb:.1f} GB usable"
+        )
+        return Plan(**fields, **unknown_time, unpriced_reason=reason)
+    tflops = hw.node_tflops
+    if tflops is None or tflops <= 0:
+        reason = f"no dense bf16 or fp16 TFLOPS for {hw.gpu_name} in gpus.csv (no tensor cores or unknown)"
+        return Plan(**fields, **unknown_time, unpriced_reason=reason)
+    intra = hw.intra_node_gbps * 8 if hw.intra_node_gbps is not None else None
+    share = min(1.0, hw.gpu_count)
+    gpu = Accelerator(
+        tflops=tflops,
+        memory_bandwidth_gbps=hw.memory_bandwidth_gbps * share if hw.memory_bandwidth_gbps else None,
+        architecture=hw.architecture,
+        vram_gb=hw.vram_gb,
+        p2p=hw.p2p,
+        pcie_gen=hw.pcie_gen,
+    )
+    time = estimate_time(
+        memory.model, job, fjob.train_tokens, n, gpn, tflops, intra, hw.inter_node_gbps, gpu=gpu
+    )
+    hours = time.hours if math.isfinite(time.hours) else None
+    reason = fields["fabric_warning"] or (None if hours is not None else time.warning or "unbounded time")
+    return Plan(
+        **fields,
+        estimated_hours=hours,
+        compute_hours=time.compute_hours,
+        comm_hours=time.comm_hours if math.isfinite(time.comm_hours) else None,
+        unpriced_reason=reason,
+    )

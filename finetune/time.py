@@ -1,0 +1,466 @@
+"""Wall-clock time of one fine-tuning job: a per-step roofline (pure).
+
+Units: FLOPs, bytes and seconds inside; hours out (`_hours`). Compute in TFLOPS (1e12 FLOP/s),
+memory bandwidth in GB/s (1e9 B/s, `memory_bandwidth_gbps` in gpus.csv), links in **gigabits** per
+second (`_gbps` arguments of `estimate_time`).
+
+One micro-step on one GPU processes T = seq_len × micro_batch tokens (padding included). Its time
+is the slowest of what the GPU must do and what the CPU must dispatch (kernels run asynchronously,
+so the launch floor only shows when the GPU work is shorter):
+
+* matmuls: FLOPs / (dense peak × GEMM_EFFICIENCY), but never less than reading the weights once per
+  pass at memory bandwidth (small steps are bound by the weight traffic, not the FLOPs). Passes:
+  forward; input gradient; weight gradient (full fine-tuning only: frozen weights need none);
+  recompute (gradient checkpointing);
+* attention core: FlashAttention's causal kernels skip the masked half of the s² blocks; backward
+  is 2.5× forward (FlashAttention-2, Dao 2023, §3.2: five matmuls against two); at the kernel
+  efficiency of the GPU generation (ATTENTION_EFFICIENCY); eager attention computes and stores the
+  full s² scores;
+* elementwise work (norms, rotary, activations, residuals, LoRA adapters, dropout): bytes at
+  memory bandwidth (`_elementwise_bytes_per_token` lists them). This term is why H100s reach a
+  lower fraction of their peak than A100s: 295 dense FLOPs per byte of bandwidth against 153;
+* QLoRA: every pass that needs the frozen weights dequantizes them (read the 4-bit weight and its
+  constants, write bf16): a per-step cost proportional to parameters, not to tokens;
+* data-parallel communication over the link (NVLink, PCIe P2P, host-staged PCIe or the network):
+  overlapped with compute when the GPUs talk peer to peer; added to it when they cannot (GeForce
+  cards have no P2P: NCCL stages every transfer through host memory);
+* once per optimizer step (every `grad_accumulation` micro-steps): the optimizer update, memory
+  bound over parameter, gradient and state bytes; over PCIe for the part that is offloaded or, for
+  paged optimizers, paged out because it does not fit.
+
+Throughput counts real tokens: T × padding_efficiency per micro-step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from finetune.architecture import ModelSpec, linear_params, matmul_params
+from finetune.job import Job
+from finetune.memory import (
+    GB,
+    OPTIMIZER_STATE_BYTES,
+    _frozen_weight_bytes,
+    memory_per_gpu,
+    quantized_bytes_per_param,
+    trainable_params,
+)
+
+# --- Constants. Each is a physical quantity with its source; none is fitted to a measured row. ---
+
+# Share of dense peak that large bf16 GEMMs reach: the Maximum Achievable Matmul FLOPS (MAMF)
+# table (stas00/ml-engineering, compute/accelerator/README.md) measures 80.3 % on H100 SXM,
+# 86.9 % on A100 SXM, 81.1 % on A100 PCIe, 83.6 % on GH200; AMD MI300X reaches 60.1 %.
+GEMM_EFFICIENCY = 0.80
+GEMM_EFFICIENCY_AMD = 0.60
+# Share of dense peak that FlashAttention-2-class kernels (FA2, PyTorch SDPA's flash backend)
+# reach, by generation. Ampere/Ada: FA2 forward+backward ≈ 50–73 % of A100 peak (Dao 2023,
+# arXiv:2307.08691, abstract and fig. 4–6): 0.6. Hopper and later: FA2 reaches 35 % of H100
+# peak (Shah et al. 2024, FlashAttention-3, arXiv:2407.08608, abstract); common fine-tuning
+# stacks run FA2 kernels there, and Blackwell has no FA2-class figure, so it takes Hopper's.
+ATTENTION_EFFICIENCY: dict[str, float] = {"Ampere": 0.60, "Ada Lovelace": 0.60}
+ATTENTION_EFFICIENCY_DEFAULT = 0.35
+# FlashAttention-2 backward = 2.5 × forward FLOPs (5 matmuls vs 2; Dao 2023 §3.2).
+ATTENTION_BACKWARD_RATIO = 2.5
+# Causal masking: FlashAttention skips the blocks above the diagonal, half of s² (Dao 2023 §3.1).
+CAUSAL_FRACTION = 0.5
+# Share of datasheet DRAM bandwidth that streaming kernels reach: BabelStream triad reaches about
+# 90 % on A100 and H100 (UoB-HPC BabelStream results; NVIDIA's own STREAM figures agree).
+STREAM_EFFICIENCY = 0.90
+# Elementwise backward traffic ≈ 2 × forward: each op's backward reads its saved input(s) and the
+# incoming gradient and writes the input gradient (the same tensors as forward, plus one).
+ELEMENTWISE_BACKWARD_RATIO = 2.0
+# Eager PyTorch dispatch costs on the order of 10 µs of CPU per operator (Horace He, "Making Deep
+# Learning Go Brrrr From First Principles", 2022: overhead section); CUDA's own launch is ~5 µs.
+DISPATCH_SECONDS_PER_OP = 10e-6
+# Operators one HF Llama-style decoder layer dispatches in forward (2 RMSNorms × 6 ops, 4 attention
+# linears, rotary ≈ 10, SDPA + reshapes ≈ 6, MLP 3 linears + 2, two residual adds), counted from
+# LlamaDecoderLayer.forward; each LoRA-adapted linear adds dropout, A, B, scale and add (5).
+OPS_PER_LAYER_FORWARD = 40
+OPS_PER_ADAPTER = 5
+# Autograd dispatches about as many backward ops as forward ones, plus the accumulate steps: 1.5×.
+BACKWARD_OPS_RATIO = 1.5
+# NCCL ring collectives reach ~75 % of link bandwidth (nccl-tests busbw on NVLink and InfiniBand).
+COMM_EFFICIENCY = 0.75
+# PCIe x16, per direction, GB/s, by generation (PCI-SIG: 8/16/32/64 GT/s per lane, 128b/130b).
+PCIE_X16_GBYTES_PER_S: dict[int, float] = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}
+# Without P2P, NCCL's SHM transport copies GPU → host buffer → GPU: every byte crosses PCIe twice.
+HOST_STAGED_TRAVERSALS = 2
+# Host memory bandwidth one node's CPU optimizer (ZeRO-Offload / FSDP CPU offload) streams at:
+# one socket of 8 DDR4-3200 channels = 8 × 25.6 GB/s = 204.8 GB/s (JEDEC DDR4-3200, 8 B per
+# transfer; AMD EPYC Rome/Milan as in DGX A100), shared by the node's GPUs' optimizer shards.
+HOST_MEMORY_GBYTES_PER_S = 204.8
+# Below this per-node network bandwidth a multi-node sharded job is flagged, not silently priced:
+# 400 Gb/s is the smallest fabric sold for multi-node training (AWS p4d 4×100 Gb/s EFA).
+FAST_FABRIC_GBPS = 400.0
+# When a GPU's memory bandwidth is unknown, assume H100 SXM's 295 dense FLOPs per byte
+# (989 TFLOPS / 3.35 TB/s), the most bandwidth-starved datacenter part in gpus.csv: never optimistic.
+FALLBACK_FLOPS_PER_BYTE = 989e12 / 3350e9
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """What of one GPU sets the pace: dense tensor TFLOPS, memory bandwidth (GB/s), generation."""
+
+    tflops: float
+    memory_bandwidth_gbps: float | None = None
+    architecture: str | None = None
+    vram_gb: float | None = None
+    p2p: bool = True
+    pcie_gen: int | None = None
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        if self.memory_bandwidth_gbps:
+            return self.memory_bandwidth_gbps * 1e9
+        return self.tflops * 1e12 / FALLBACK_FLOPS_PER_BYTE
+
+    @property
+    def gemm_efficiency(self) -> float:
+        arch = (self.architecture or "").upper()
+        return GEMM_EFFICIENCY_AMD if arch.startswith("CDNA") else GEMM_EFFICIENCY
+
+    @property
+    def attention_efficiency(self) -> float:
+        return ATTENTION_EFFICIENCY.get(self.architecture or "", ATTENTION_EFFICIENCY_DEFAULT)
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Seconds of one micro-step on one GPU, by component (optimizer amortized per micro-step)."""
+
+    matmul_s: float
+    attention_s: float
+    elementwise_s: float
+    dequant_s: float
+    dispatch_s: float
+    optimizer_s: float
+    comm_s: float
+    overlapped: bool
+
+    @property
+    def compute_s(self) -> float:
+        gpu = self.matmul_s + self.attention_s + self.elementwise_s + self.dequant_s + self.optimizer_s
+        return max(gpu, self.dispatch_s)
+
+    @property
+    def total_s(self) -> float:
+        if self.overlapped:
+            return max(self.compute_s, self.comm_s)
+        return self.compute_s + self.comm_s
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    hours: float
+    compute_hours: float
+    comm_hours: float
+    utilization: float
+    nodes: int
+    multi_node: bool
+    needs_fast_fabric_warning: bool
+    warning: str | None = None
+    tokens_per_s: float = 0.0
+    step: StepTime | None = None
+
+
+# --- FLOPs -------------------------------------------------------------------------------------
+
+
+def _passes(job: Job) -> tuple[int, int]:
+    """(passes over the weights that do matmul work, passes that need the frozen weights).
+
+    Forward and input gradient always; weight gradient for full fine-tuning; recompute with
+    gradient checkpointing.
+    """
+    weight_passes = 2 + (1 if job.grad_checkpointing else 0)
+    flop_passes = weight_passes + (1 if job.method == "full" else 0)
+    return flop_passes, weight_passes
+
+
+def _attention_forward_flops_per_token(model: ModelSpec, job: Job) -> float:
+    """QKᵀ and PV: 2 matmuls × 2·s·a·d FLOPs per token per layer (llm-foundry's attn_flops)."""
+    core = 4.0 * model.layers * model.attention_heads * model.head_dim_ * job.seq_len
+    return core * (CAUSAL_FRACTION if job.attention == "flash" else 1.0)
+
+
+def flops_per_token(model: ModelSpec, job: Job) -> float:
+    """Hardware FLOPs per computed token (recompute included).
+
+    Matmuls: 2N per pass (`_passes`), so 6N for full fine-tuning and 4N for LoRA (NeMo's LoRA
+    TFLOP/s match 4N), + 2N with gradient checkpointing; adapters 6 per adapter parameter.
+    Attention: forward 4·L·a·d·s (halved when causal FlashAttention skips masked blocks),
+    backward 2.5× forward, recompute + 1× forward.
+    """
+    flop_passes, _ = _passes(job)
+    n = matmul_params(model)
+    attn = _attention_forward_flops_per_token(model, job)
+    attn_total = attn * (1 + ATTENTION_BACKWARD_RATIO + (1 if job.grad_checkpointing else 0))
+    adapters = 6.0 * trainable_params(model, job) if job.method != "full" else 0.0
+    return 2.0 * n * flop_passes + attn_total + adapters
+
+
+def model_flops_per_token(model: ModelSpec, job: Job) -> float:
+    """Model FLOPs (no recompute): 6N full, 4N LoRA; the numerator of MFU."""
+    n = matmul_params(model)
+    return (6.0 if job.method == "full" else 4.0) * n
+
+
+# --- memory traffic ------------------------------------------------------------------------------
+
+
+def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
+    """Forward bytes read + written per token by one layer's non-matmul ops (bf16, eager HF).
+
+    * RMSNorm (LlamaRMSNorm: upcast to fp32, square, mean, rsqrt·x, downcast, ·weight): 36h each, ×2;
+    * rotary on q and k (cos/sin products, rotate_half's slices and cat): 14 bytes per element;
+    * attention layout (transposes to and from heads): read + write q, k, v and the output, 4 B each;
+    * gated MLP activation (silu(gate) · up): 10I; plain MLP activation: 4I;
+    * two residual adds: 6h each;
+    * each LoRA-adapted linear: read its input for A (2·d_in), write B's output, scale it and add it
+      to the frozen output (10·d_out); with dropout, a copy of the input and its mask (5·d_in).
+    """
+    h, inter = model.hidden_size, model.intermediate_size
+    q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
+    experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
+    norms = 2 * 36 * h
+    rotary = 14 * (q + kv)
+    layout = 4 * (2 * q + 2 * kv)
+    act = experts * (10 if model.gated_mlp else 4) * inter
+    residual = 2 * 6 * h
+    total = float(norms + rotary + layout + act + residual)
+    if job.method != "full":
+        linears = [(h, q), (h, kv), (h, kv), (q, h)]
+        if job.lora_targets == "all-linear":
+            mlp = [(h, inter), (h, inter), (inter, h)] if model.gated_mlp else [(h, inter), (inter, h)]
+            linears += mlp * experts
+        for d_in, d_out in linears:
+            total += 2 * d_in + 10 * d_out + (5 * d_in if job.dropout > 0 else 0)
+    return total
+
+
+def _n_adapters(model: ModelSpec, job: Job) -> int:
+    if job.method == "full":
+        return 0
+    per_layer = 4
+    if job.lora_targets == "all-linear":
+        experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
+        per_layer += (3 if model.gated_mlp else 2) * experts
+    return per_layer * model.layers
+
+
+def _frozen_weight_read_bytes(model: ModelSpec, job: Job) -> float:
+    """Bytes of (active) weights a GEMM pass reads in bf16: 2 B per matmul parameter."""
+    return 2.0 * matmul_params(model)
+
+
+def _optimizer_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
+    """Bytes the optimizer update reads and writes on one GPU (its shard of the trained params).
+
+    Reads master weight, gradient and states, writes master weight and states; under mixed
+    precision it also writes the bf16 working copy (2 B).
+    """
+    t = trainable_params(model, job)
+    shard = n_gpus if job.sharding != "none" else 1
+    mixed = job.precision == "bf16-mixed"
+    master = grad = 4.0 if mixed else 2.0
+    states = OPTIMIZER_STATE_BYTES[job.optimizer]
+    if job.optimizer == "adamw" and not mixed:
+        states /= 2  # bf16 m, v
+    per_param = (master + grad + states) + (master + states) + (2.0 if mixed else 0.0)
+    return per_param * t / shard
+
+
+def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float:
+    """Bytes each GPU moves per micro-step for data parallelism, ring factor (N−1)/N included.
+
+    DDP all-reduces bf16 gradients (2× their bytes) once per optimizer step; ZeRO-2
+    reduce-scatters them and all-gathers the updated weights (2×); ZeRO-3/FSDP all-gathers the
+    weights for forward and for backward and reduce-scatters the gradients every micro-step
+    (3× parameter bytes, ZeRO paper §7). A frozen base under ZeRO-3 is gathered in its storage
+    dtype and has no gradients.
+    """
+    if n_gpus <= 1:
+        return 0.0
+    ring = (n_gpus - 1) / n_gpus
+    grads = 2.0 * trainable_params(model, job)
+    if job.sharding == "zero3":
+        weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
+        return ring * (2.0 * weights + grads)
+    per_optimizer_step = 2.0 * grads
+    return ring * per_optimizer_step / job.grad_accumulation
+
+
+def step_time(
+    model: ModelSpec,
+    job: Job,
+    gpu: Accelerator,
+    n_gpus: int,
+    link_bytes_per_s: float | None,
+    overlapped: bool,
+    gpus_per_node: int | None = None,
+) -> StepTime:
+    """Seconds of one micro-step on one GPU (see the module docstring for each term)."""
+    tokens = job.seq_len * job.micro_batch
+    peak = gpu.tflops * 1e12
+    bw = gpu.bandwidth_bytes_per_s * STREAM_EFFICIENCY
+    flop_passes, weight_passes = _passes(job)
+    n = matmul_params(model)
+    gemm_flops = 2.0 * n * flop_passes * tokens
+    if job.method != "full":
+        gemm_flops += 6.0 * trainable_params(model, job) * tokens
+    weight_traffic = _frozen_weight_read_bytes(model, job) * flop_passes
+    matmul_s = max(gemm_flops / (peak * gpu.gemm_efficiency), weight_traffic / bw)
+
+    attn_fwd = _attention_forward_flops_per_token(model, job) * tokens
+    attn_flops = attn_fwd * (1 + ATTENTION_BACKWARD_RATIO + (1 if job.grad_checkpointing else 0))
+    attention_s = attn_flops / (peak * gpu.attention_efficiency)
+    if job.attention == "eager":
+        # scores, fp32 softmax and its bf16 copy written and read back, fwd and bwd: ~42 B per score
+        scores = model.layers * model.attention_heads * job.seq_len * tokens
+        attention_s += 42.0 * scores / bw
+
+    fwd_passes = 1 + (1 if job.grad_checkpointing else 0)
+    elementwise = _elementwise_bytes_per_token(model, job) * model.layers * tokens
+    elementwise *= fwd_passes + ELEMENTWISE_BACKWARD_RATIO
+    elementwise_s = elementwise / bw
+
+    dequant_s = 0.0
+    if job.method == "qlora":
+        per_pass = linear_params(model) * (quantized_bytes_per_param(job) + 2.0)
+        dequant_s = per_pass * weight_passes / bw
+
+    ops_fwd = OPS_PER_LAYER_FORWARD * model.layers + OPS_PER_ADAPTER * _n_adapters(model, job)
+    dispatch_s = ops_fwd * (fwd_passes + BACKWARD_OPS_RATIO) * DISPATCH_SECONDS_PER_OP
+
+    optimizer_s = _optimizer_step_seconds(model, job, gpu, n_gpus, gpus_per_node) / job.grad_accumulation
+    if job.offload and job.sharding == "zero3":
+        # FSDP CPU offload keeps the parameter shards on the host: copied up for forward and for
+        # backward every micro-step
+        weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
+        optimizer_s += 2.0 * weights / n_gpus / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
+
+    comm_bytes = _comm_bytes_per_micro_step(model, job, n_gpus)
+    if comm_bytes == 0:
+        comm_s = 0.0
+    elif link_bytes_per_s is None or link_bytes_per_s <= 0:
+        comm_s = math.inf
+    else:
+        comm_s = comm_bytes / (link_bytes_per_s * COMM_EFFICIENCY)
+    return StepTime(
+        matmul_s, attention_s, elementwise_s, dequant_s, dispatch_s, optimizer_s, comm_s, overlapped
+    )
+
+
+def _pcie_bytes_per_s(gpu: Accelerator) -> float:
+    return PCIE_X16_GBYTES_PER_S.get(gpu.pcie_gen or 4, PCIE_X16_GBYTES_PER_S[4]) * 1e9
+
+
+def _optimizer_step_seconds(
+    model: ModelSpec, job: Job, gpu: Accelerator, n_gpus: int, gpus_per_node: int | None = None
+) -> float:
+    """One optimizer update: memory bound on the GPU; the offloaded or paged-out part over PCIe.
+
+    CPU offload (ZeRO-Offload) moves the bf16 gradients down and the bf16 weights back up every
+    step (4 B per trained parameter of the shard). A paged optimizer whose states do not fit in
+    VRAM pages them in and back out over PCIe (2 × the bytes that do not fit).
+    """
+    shard = n_gpus if job.sharding != "none" else 1
+    t = trainable_params(model, job) / shard
+    if job.offload:
+        # gradients down and weights up over PCIe, and the update itself on the host, where all
+        # of the node's shards share the host memory bandwidth
+        pcie = 4.0 * t / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
+        node_gpus = min(n_gpus, max(1, n_gpus if gpus_per_node is None else gpus_per_node))
+        host = _optimizer_bytes(model, job, n_gpus) * node_gpus / (HOST_MEMORY_GBYTES_PER_S * 1e9)
+        return pcie + host
+    seconds = _optimizer_bytes(model, job, n_gpus) / (gpu.bandwidth_bytes_per_s * STREAM_EFFICIENCY)
+    if job.optimizer.startswith("paged") and gpu.vram_gb:
+        need = memory_per_gpu(model, job, n_gpus)
+        paged_out = min(max(0.0, need.total_gb - gpu.vram_gb), need.optimizer_gb) * GB
+        seconds += 2.0 * paged_out / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
+    return seconds
+
+
+def link_bytes_per_s(
+    gpu: Accelerator,
+    n_gpus: int,
+    gpus_per_node: int,
+    intra_node_gbps: float | None,
+    inter_node_gbps: float | None,
+) -> tuple[float | None, bool]:
+    """(bytes/s each GPU's collectives see, whether they overlap with compute).
+
+    Across nodes the per-node network is shared by the node's GPUs. Inside a node, GPUs with P2P
+    use `intra_node_gbps` (NVLink, or PCIe P2P); GPUs without P2P (GeForce) stage through host
+    memory: the PCIe x16 rate of their generation / HOST_STAGED_TRAVERSALS, not overlapped.
+    """
+    nodes = math.ceil(n_gpus / gpus_per_node)
+    if nodes > 1:
+        if not inter_node_gbps:
+            return None, True
+        return inter_node_gbps * 1e9 / 8 / gpus_per_node, True
+    if not gpu.p2p:
+        return _pcie_bytes_per_s(gpu) / HOST_STAGED_TRAVERSALS, False
+    if intra_node_gbps is None or intra_node_gbps <= 0:
+        return None, True
+    return intra_node_gbps * 1e9 / 8, True
+
+
+def estimate_time(
+    model: ModelSpec,
+    job: Job,
+    tokens: float,
+    n_gpus: int,
+    gpus_per_node: int,
+    bf16_tflops: float,
+    intra_node_gbps: float | None,
+    inter_node_gbps: float | None,
+    *,
+    gpu: Accelerator | None = None,
+) -> TimeEstimate:
+    """Wall-clock hours to train `tokens` real tokens (dataset tokens × epochs) on `n_gpus`.
+
+    `intra_node_gbps` is per GPU and direction (Gb/s: NVLink or PCIe), `inter_node_gbps` per node
+    (Gb/s, shared by its GPUs). `gpu` adds memory bandwidth, generation, VRAM and P2P; without
+    it the GPU is a P2P-capable one of `bf16_tflops` with FALLBACK_FLOPS_PER_BYTE.
+    """
+    if n_gpus < 1 or gpus_per_node < 1 or not bf16_tflops > 0:
+        raise ValueError("n_gpus, gpus_per_node and bf16_tflops must be positive")
+    if not (math.isfinite(tokens) and tokens > 0):
+        raise ValueError(f"tokens must be a positive finite number, got {tokens}")
+    gpu = gpu or Accelerator(tflops=bf16_tflops)
+    nodes = math.ceil(n_gpus / gpus_per_node)
+    multi_node = nodes > 1
+    link, overlapped = link_bytes_per_s(gpu, n_gpus, gpus_per_node, intra_node_gbps, inter_node_gbps)
+    step = step_time(model, job, gpu, n_gpus, link, overlapped, gpus_per_node)
+    warning: str | None = None
+    if math.isinf(step.comm_s):
+        warning = "no interconnect bandwidth known for a " + (
+            "multi-node job" if multi_node else "multi-GPU job"
+        )
+    real_tokens_per_step = job.seq_len * job.micro_batch * job.padding_efficiency * n_gpus
+    steps = tokens / real_tokens_per_step
+    slow_fabric = multi_node and (inter_node_gbps or 0.0) < FAST_FABRIC_GBPS
+    if slow_fabric and warning is None:
+        warning = f"multi-node over {inter_node_gbps} Gb/s (< {FAST_FABRIC_GBPS:.0f}): no fast fabric"
+    seconds = steps * step.total_s
+    tokens_per_s = tokens / seconds if seconds > 0 and math.isfinite(seconds) else 0.0
+    mfu = (
+        model_flops_per_token(model, job) * tokens_per_s / (n_gpus * bf16_tflops * 1e12)
+        if tokens_per_s
+        else 0.0
+    )
+    return TimeEstimate(
+        hours=seconds / 3600,
+        compute_hours=steps * step.compute_s / 3600,
+        comm_hours=steps * step.comm_s / 3600,
+        utilization=mfu,
+        nodes=nodes,
+        multi_node=multi_node,
+        needs_fast_fabric_warning=slow_fabric,
+        warning=warning,
+        tokens_per_s=tokens_per_s,
+        step=step,
+    )

@@ -1,0 +1,109 @@
+"""A model's config.json by Hugging Face id: from the local Hub cache, else from the Hub.
+
+Cache layout (huggingface_hub): `$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
+`~/.cache/huggingface/hub`; a model lives in `models--{org}--{name}/`, `refs/main` names the
+snapshot and `snapshots/<commit>/config.json` is the file. The Hub serves
+`https://huggingface.co/{id}/resolve/main/config.json` (gated models need `HF_TOKEN`). With
+`HF_HUB_OFFLINE=1`, or when the Hub cannot be reached, resolution fails with one line that says
+what to do. The HTTP client is `connectors.http.make_client`, the project's one client factory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+
+from connectors.http import make_client
+
+HUB_URL = "https://huggingface.co"
+
+
+class ConfigNotFound(Exception):
+    """No config.json for a model id; the message says what to do next."""
+
+
+def hub_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"])
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]) / "hub"
+    return Path.home() / ".cache" / "huggingface" / "hub"
+
+
+def cached_config(model_id: str, cache_dir: Path) -> dict[str, object] | None:
+    """config.json of `model_id` from a huggingface_hub cache, or None if it is not there."""
+    repo = cache_dir / f"models--{model_id.replace('/', '--')}"
+    snapshots = repo / "snapshots"
+    if not snapshots.is_dir():
+        return None
+    ref = repo / "refs" / "main"
+    candidates = []
+    if ref.is_file():
+        candidates.append(snapshots / ref.read_text(encoding="utf-8").strip() / "config.json")
+    candidates += sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in candidates:
+        if path.is_file():
+            return _parse(path.read_bytes(), str(path))
+    return None
+
+
+def _parse(body: bytes, where: str) -> dict[str, object]:
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise ConfigNotFound(f"{where} is not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ConfigNotFound(f"{where} is not a JSON object (a Hugging Face config.json)")
+    return data
+
+
+def fetch_config(model_id: str, client: httpx.Client, token: str | None = None) -> dict[str, object]:
+    """config.json of `model_id` from the Hub."""
+    url = f"{HUB_URL}/{model_id}/resolve/main/config.json"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        response = client.get(url, headers=headers)
+    except httpx.HTTPError as exc:
+        raise ConfigNotFound(
+            f"cannot reach the Hugging Face Hub for {model_id} ({type(exc).__name__}); offline? "
+            "download its config.json into the HF cache or pass it with --config"
+        ) from None
+    if response.status_code in (401, 403):
+        raise ConfigNotFound(
+            f"{model_id} is gated on the Hub: set HF_TOKEN, or pass its config.json with --config"
+        )
+    if response.status_code == 404:
+        raise ConfigNotFound(f"no model {model_id!r} on the Hugging Face Hub (or it has no config.json)")
+    if response.status_code != 200:
+        raise ConfigNotFound(f"the Hub answered HTTP {response.status_code} for {model_id}'s config.json")
+    return _parse(response.content, url)
+
+
+def resolve_config(
+    model_id: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    client: httpx.Client | None = None,
+) -> dict[str, object]:
+    """config.json of a Hub model id: the local cache first, then the Hub unless offline."""
+    env = os.environ if environ is None else environ
+    found = cached_config(model_id, hub_cache_dir(env))
+    if found is not None:
+        return found
+    if env.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        raise ConfigNotFound(
+            f"{model_id} is not in the HF cache ({hub_cache_dir(env)}) and HF_HUB_OFFLINE is set; "
+            "pass its config.json with --config"
+        )
+    own = client is None
+    client = client or make_client(retries=1)
+    try:
+        return fetch_config(model_id, client, env.get("HF_TOKEN"))
+    finally:
+        if own:
+            client.close()

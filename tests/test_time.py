@@ -1,0 +1,106 @@
+"""The time model: a per-step roofline whose terms each follow from a stated physical cause."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from finetune import Accelerator, Job, ModelSpec, estimate_time
+from finetune.architecture import matmul_params
+from finetune.time import (
+    ATTENTION_BACKWARD_RATIO,
+    CAUSAL_FRACTION,
+    GEMM_EFFICIENCY,
+    flops_per_token,
+    step_time,
+)
+from warehouse.models import load_models
+
+MODELS = load_models()
+LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
+A100 = Accelerator(tflops=312.0, memory_bandwidth_gbps=2039.0, architecture="Ampere", vram_gb=80)
+H100 = Accelerator(tflops=989.0, memory_bandwidth_gbps=3350.0, architecture="Hopper", vram_gb=80)
+RTX4090 = Accelerator(
+    tflops=165.0, memory_bandwidth_gbps=1008.0, architecture="Ada Lovelace", vram_gb=24, p2p=False, pcie_gen=4
+)
+
+
+def _time(model: ModelSpec, job: Job, gpu: Accelerator, n: int = 1, intra: float | None = None):
+    return estimate_time(model, job, 1e8, n, n, gpu.tflops, intra, None, gpu=gpu)
+
+
+def test_large_step_matmuls_run_at_the_gemm_efficiency() -> None:
+    job = Job(method="full", seq_len=4096, micro_batch=4, grad_checkpointing=False)
+    step = step_time(LLAMA_8B, job, H100, 1, None, True)
+    tokens = 4096 * 4
+    expected = 6 * matmul_params(LLAMA_8B) * tokens / (989e12 * GEMM_EFFICIENCY)
+    assert step.matmul_s == pytest.approx(expected)
+
+
+def test_causal_flash_attention_counts_half_the_scores() -> None:
+    flash = Job(method="full", seq_len=8192, grad_checkpointing=False, attention="flash")
+    eager = replace(flash, attention="eager")
+    matmuls = 6 * matmul_params(LLAMA_8B)
+    attn_flash = flops_per_token(LLAMA_8B, flash) - matmuls
+    attn_eager = flops_per_token(LLAMA_8B, eager) - matmuls
+    assert attn_flash == pytest.approx(CAUSAL_FRACTION * attn_eager)
+    # forward 4·L·a·d·s, halved, times (1 forward + 2.5 backward)
+    forward = 4 * 32 * 32 * 128 * 8192 * CAUSAL_FRACTION
+    assert attn_flash == pytest.approx(forward * (1 + ATTENTION_BACKWARD_RATIO))
+
+
+def test_a100_reaches_a_higher_share_of_peak_than_h100() -> None:
+    # H100 has 295 FLOPs per byte of bandwidth against A100's 153: memory-bound work costs it more
+    job = Job(method="lora", seq_len=2048, micro_batch=4)
+    assert _time(LLAMA_8B, job, A100).utilization > _time(LLAMA_8B, job, H100).utilization
+
+
+def test_qlora_dequantization_is_a_per_step_cost() -> None:
+    lora = Job(method="lora", seq_len=512, micro_batch=1, lora_dropout=0.0)
+    qlora = replace(lora, method="qlora")
+    small = step_time(LLAMA_8B, qlora, A100, 1, None, True)
+    large = step_time(LLAMA_8B, replace(qlora, micro_batch=16), A100, 1, None, True)
+    # the same seconds per step whatever the batch: it dequantizes the weights, not the tokens
+    assert small.dequant_s == pytest.approx(large.dequant_s)
+    assert small.dequant_s > 0
+    slowdown_small = _time(LLAMA_8B, qlora, A100).hours / _time(LLAMA_8B, lora, A100).hours
+    big = replace(lora, micro_batch=16)
+    slowdown_large = (
+        _time(LLAMA_8B, replace(big, method="qlora"), A100).hours / _time(LLAMA_8B, big, A100).hours
+    )
+    assert slowdown_small > slowdown_large > 1
+
+
+def test_geforce_without_p2p_pays_communication_on_top_of_compute() -> None:
+    job = Job(method="full", sharding="zero3", seq_len=2048, micro_batch=4)
+    no_p2p = _time(LLAMA_8B, job, RTX4090, n=4)
+    assert no_p2p.step is not None and not no_p2p.step.overlapped
+    assert no_p2p.step.total_s == pytest.approx(no_p2p.step.compute_s + no_p2p.step.comm_s)
+    with_p2p = _time(LLAMA_8B, job, replace(RTX4090, p2p=True), n=4, intra=32 * 8)
+    assert with_p2p.hours < no_p2p.hours
+
+
+def test_optimizer_step_is_amortized_over_gradient_accumulation() -> None:
+    job = Job(method="full", precision="bf16-pure", seq_len=512, micro_batch=1)
+    once = step_time(LLAMA_8B, job, H100, 1, None, True)
+    accumulated = step_time(LLAMA_8B, replace(job, grad_accumulation=8), H100, 1, None, True)
+    assert accumulated.optimizer_s == pytest.approx(once.optimizer_s / 8)
+
+
+def test_padding_wastes_compute_in_proportion() -> None:
+    packed = Job(method="lora", seq_len=2048, micro_batch=2)
+    padded = replace(packed, padding_efficiency=0.5)
+    assert _time(LLAMA_8B, padded, A100).hours == pytest.approx(2 * _time(LLAMA_8B, packed, A100).hours)
+
+
+def test_small_steps_hit_the_dispatch_floor() -> None:
+    tiny = MODELS["meta-llama/Llama-3.2-1B"]
+    step = step_time(tiny, Job(method="lora", seq_len=16, micro_batch=1), H100, 1, None, True)
+    assert step.compute_s == pytest.approx(step.dispatch_s)
+
+
+@pytest.mark.parametrize("tokens", [0.0, -1.0, float("inf"), float("nan")])
+def test_tokens_must_be_positive_and_finite(tokens: float) -> None:
+    with pytest.raises(ValueError, match="tokens"):
+        estimate_time(LLAMA_8B, Job(), tokens, 1, 1, 989.0, None, None)
