@@ -4,12 +4,18 @@ gpucost refresh [--providers azure,runpod] [--replay DIR | --record DIR]
 gpucost sql "select ..."            read-only SQL against the warehouse
 gpucost export --format parquet --out feeds/
 gpucost status                      last run per provider
+gpucost deploy                      register the scheduled deployments (deployments/prefect.yaml)
+
+Bad input (an unknown provider, a missing cassette, a busy warehouse, an unwritable folder) is
+one line on stderr and exit code 2 (usage) or 1, checked before any Prefect server starts.
 gpucost gpus / unmapped             the GPU catalog; offers whose GPU we cannot name
 gpucost memory / estimate           fine-tuning memory and cost (flows/cli_finetune.py)
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,8 +27,16 @@ from rich.table import Table
 
 from flows import cli_finetune
 from flows.output import console, err
-from warehouse.db import Settings, WarehouseError, connect
+from warehouse.db import (
+    Settings,
+    WarehouseError,
+    check_mode,
+    connect,
+    open_reader,
+)
 from warehouse.export import FORMATS, write_feeds
+
+REPO_DIR = Path(__file__).resolve().parents[1]
 
 app = typer.Typer(
     help="Live GPU rental prices joined with what a fine-tuning run needs.",
@@ -33,7 +47,7 @@ app = typer.Typer(
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -48,11 +62,51 @@ def _print_frame(columns: list[str], rows: list[tuple], title: str | None = None
         console.print(f"... {len(rows) - limit} more rows (use `gpucost sql` with LIMIT, or `export`)")
 
 
-def _read_only() -> duckdb.DuckDBPyConnection:
+def _read_only(*, sandbox: bool = True) -> duckdb.DuckDBPyConnection:
+    """The warehouse, read-only (and sandboxed: no files, network or extensions); says so on stderr
+    when it holds sample data."""
     try:
-        return connect(Settings().warehouse_path, read_only=True)
+        con, banner = open_reader(sandbox=sandbox)
     except WarehouseError as exc:
         raise _fail(str(exc)) from None
+    if banner:
+        err.print(f"[yellow]{banner}[/]")
+    return con
+
+
+def _writable_dir(path: Path, what: str) -> None:
+    """Fail with one line unless `path` is (or can be made) a writable folder."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".gpucost-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise _fail(f"{what} {path} is not writable ({exc.strerror or exc}); choose another folder") from None
+
+
+def _check_replay_dir(replay: Path) -> None:
+    if not replay.is_dir():
+        raise _fail(f"replay cassette folder {replay} does not exist (the sample cassette is tests/replay)")
+    if not any(replay.rglob("*.json")):
+        raise _fail(f"replay cassette folder {replay} holds no recorded exchanges (*.json); record one first")
+
+
+def _check_warehouse(path: Path, mode: str) -> None:
+    """Before Prefect starts: the warehouse is free to write, and holds the same kind of data."""
+    if not path.exists():
+        _writable_dir(path.parent, "warehouse folder")
+        return
+    try:
+        con = connect(path, read_only=True)
+    except WarehouseError as exc:
+        raise _fail(str(exc)) from None
+    try:
+        check_mode(con, mode, path)
+    except WarehouseError as exc:
+        raise _fail(str(exc)) from None
+    finally:
+        con.close()
 
 
 @app.command()
@@ -61,35 +115,67 @@ def refresh(
         str | None, typer.Option(help="Comma-separated provider slugs (default: all registered).")
     ] = None,
     replay: Annotated[
-        Path | None, typer.Option(help="Serve every HTTP exchange from this recorded cassette (offline).")
+        Path | None,
+        typer.Option(
+            help="Serve every HTTP exchange from this recorded cassette (offline); writes to its own "
+            "warehouse under $GPUCOST_HOME/replay/."
+        ),
     ] = None,
     record: Annotated[
         Path | None, typer.Option(help="Record every HTTP exchange into this directory.")
     ] = None,
     accept_shrink: Annotated[
-        bool, typer.Option(help="Load a provider batch even if it shrank by more than half.")
+        bool, typer.Option(help="Load scopes that came back empty or much smaller than their last good load.")
+    ] = False,
+    accept_changes: Annotated[
+        bool,
+        typer.Option(help="Publish prices that moved more than the anomaly guard's factor (default 3x)."),
     ] = False,
 ) -> None:
     """Scrape providers into the warehouse, rebuild the marts and write the feeds."""
     started = time.perf_counter()
-    from flows.refresh import refresh as refresh_flow
+    from warehouse.pipeline import select_connectors
 
     if replay is not None and record is not None:
-        raise _fail("--replay and --record are exclusive")
+        raise _fail("--replay and --record are exclusive", code=2)
     names = [p.strip() for p in providers.split(",") if p.strip()] if providers else None
-    if replay is not None:
-        console.print(
-            f"[bold yellow]Replay mode:[/] using recorded sample data from {replay}, not live prices."
-        )
     try:
-        summary = refresh_flow(
+        select_connectors(names)
+    except ValueError as exc:
+        raise _fail(str(exc), code=2) from None
+    settings = Settings()
+    if replay is not None:
+        _check_replay_dir(replay)
+        _check_warehouse(settings.replay_home / settings.warehouse_path.name, "replay")
+        _writable_dir(settings.replay_home / "feeds", "feeds folder")
+        console.print(
+            f"[bold yellow]Replay mode:[/] using recorded sample data from {replay}, not live prices; "
+            f"writing to {settings.replay_home}."
+        )
+    else:
+        _check_warehouse(settings.warehouse_path, "record" if record else "live")
+        _writable_dir(settings.feeds_dir, "feeds folder")
+    if record is not None:
+        _writable_dir(record, "record folder")
+
+    from flows.refresh import refresh as refresh_flow
+
+    try:
+        state = refresh_flow(
             providers=names,
             replay=str(replay) if replay else None,
             record=str(record) if record else None,
             accept_shrink=accept_shrink,
+            accept_changes=accept_changes,
+            return_state=True,
         )
+        summary = state.result(raise_on_failure=False)
     except (ValueError, WarehouseError) as exc:
         raise _fail(str(exc)) from None
+    if isinstance(summary, BaseException):
+        if isinstance(summary, ValueError | WarehouseError):
+            raise _fail(str(summary)) from None
+        raise summary
     total = time.perf_counter() - started
     _print_frame(
         [
@@ -127,16 +213,22 @@ def refresh(
         f" + pipeline {summary.pipeline_seconds:.1f}s"
     )
     if summary.mode == "replay":
-        console.print("[yellow]These prices are recorded sample data (replay), not live prices.[/]")
+        console.print(
+            "[yellow]These prices are recorded sample data (replay), not live prices. "
+            f"Query them with GPUCOST_HOME={settings.replay_home} or, while no live warehouse "
+            "exists, with the commands as they are.[/]"
+        )
     for o in summary.outcomes:
         if o.status != "ok":
             err.print(f"[bold]{o.provider} {o.status}:[/] {o.error}", soft_wrap=True)
             if o.hint:
                 err.print(f"  what to do: {o.hint}", soft_wrap=True)
-    if summary.failed:
-        names = ", ".join(o.provider for o in summary.failed)
+    unclean = summary.failed + summary.degraded
+    if unclean:
+        names_text = ", ".join(f"{o.provider} ({o.status})" for o in unclean)
         raise _fail(
-            f"{len(summary.failed)} provider(s) failed or were rejected: {names} (see the table above)"
+            f"{len(unclean)} provider(s) did not load cleanly: {names_text}; their last good prices "
+            "stay current (see the table above)"
         )
 
 
@@ -145,25 +237,43 @@ def sql(
     query: Annotated[str, typer.Argument(help="SQL to run read-only against the warehouse.")],
     csv: Annotated[bool, typer.Option("--csv", help="Print CSV instead of a table.")] = False,
 ) -> None:
-    """Run read-only SQL against the warehouse (schemas: raw, ops, core, staging, marts)."""
+    """Run read-only SQL against the warehouse (schemas: raw, ops, core, staging, marts).
+
+    Several statements separated by `;` run in turn, each result printed under its own title. The
+    connection cannot write the warehouse, touch files or the network, or load extensions.
+    """
     con = _read_only()
+    results: list[tuple[str, list[str], list[tuple]]] = []
     try:
-        relation = con.sql(query)
-        if relation is None:
-            raise _fail("the statement returned no rows (only queries are useful read-only)")
-        columns, rows = relation.columns, relation.fetchall()
+        statements = con.extract_statements(query)
+        if not statements:
+            raise _fail("no SQL statement given", code=2)
+        for number, statement in enumerate(statements, 1):
+            relation = con.sql(statement.query)
+            if relation is not None:
+                results.append((f"statement {number}", relation.columns, relation.fetchall()))
+    except duckdb.PermissionException as exc:
+        raise _fail(f"refused: {exc} (gpucost sql is read-only: no files, network or extensions)") from None
     except duckdb.Error as exc:
+        text = str(exc)
+        if "read-only" in text or "attached in read-only mode" in text:
+            raise _fail(f"refused: gpucost sql is read-only ({text})") from None
         raise _fail(f"{type(exc).__name__}: {exc}") from None
     finally:
         con.close()
-    if csv:
-        import csv as csv_module
+    if not results:
+        raise _fail("the statement returned no rows (only queries are useful read-only)")
+    for title, columns, rows in results:
+        if csv:
+            import csv as csv_module
 
-        writer = csv_module.writer(sys.stdout)
-        writer.writerow(columns)
-        writer.writerows(rows)
-    else:
-        _print_frame(columns, rows)
+            if len(results) > 1:
+                sys.stdout.write(f"# {title}\n")
+            writer = csv_module.writer(sys.stdout)
+            writer.writerow(columns)
+            writer.writerows(rows)
+        else:
+            _print_frame(columns, rows, title=title if len(results) > 1 else None)
 
 
 @app.command()
@@ -176,8 +286,9 @@ def export(
     """Write the feeds (explicit, versioned column lists) from the current marts."""
     formats = FORMATS if format == "both" else (format,)
     if any(f not in FORMATS for f in formats):
-        raise _fail(f"--format must be one of csv, parquet, both; got {format!r}")
-    con = _read_only()
+        raise _fail(f"--format must be one of csv, parquet, both; got {format!r}", code=2)
+    _writable_dir(out or Settings().feeds_dir, "--out folder")
+    con = _read_only(sandbox=False)  # it writes the feed files; the SQL is ours, not a user's
     try:
         written = write_feeds(con, out or Settings().feeds_dir, formats)  # type: ignore[arg-type]
     finally:
@@ -206,13 +317,20 @@ def status() -> None:
                 rows_closed as history_closed,
                 coalesce(error, '') as error
             from ops.provider_runs
+            where run_id not in (select run_id from ops.runs where status = 'running')
             qualify row_number() over (partition by provider order by started_at desc) = 1
             order by provider
             """
         )
         columns, rows = rel.columns, rel.fetchall()
         good = con.execute(
-            "select provider, max(finished_at) from ops.provider_runs where status = 'ok' group by provider"
+            "select provider, max(finished_at) from ops.provider_runs "
+            "where status in ('ok', 'degraded') and finished_at is not null group by provider"
+        ).fetchall()
+        # a run in progress or one that died says so: never 'running' forever
+        runs = con.execute(
+            "select run_id, status, started_at, error from ops.runs "
+            "where status in ('running', 'abandoned') order by started_at desc limit 5"
         ).fetchall()
     finally:
         con.close()
@@ -221,6 +339,10 @@ def status() -> None:
     _print_frame(columns, rows, title="last run per provider")
     for provider, at in sorted(good):
         console.print(f"{provider}: last good prices from {at:%Y-%m-%d %H:%M} UTC")
+    for run_id, status, started, error in runs:
+        console.print(
+            f"run {run_id} {status} (started {started:%Y-%m-%d %H:%M} UTC){': ' + error if error else ''}"
+        )
 
 
 @app.command()
@@ -255,8 +377,53 @@ def unmapped() -> None:
     _print_frame(columns, rows, title="unmapped GPU names")
 
 
+@app.command()
+def deploy(
+    work_pool: Annotated[str, typer.Option(help="The process work pool the deployments use.")] = "gpucost",
+) -> None:
+    """Register the scheduled deployments of deployments/prefect.yaml with the Prefect server.
+
+    Needs GPUCOST_PROJECT_DIR (the checkout workers run the flow from) and PREFECT_API_URL (a
+    running `prefect server start`). The work queue gets a concurrency limit of 1, so an
+    overlapping scheduled run waits instead of meeting a busy warehouse.
+    """
+    project = os.environ.get("GPUCOST_PROJECT_DIR")
+    if not project:
+        raise _fail(
+            'GPUCOST_PROJECT_DIR is not set: export GPUCOST_PROJECT_DIR="$PWD" from the repository root, '
+            "so workers run the flow from this checkout",
+            code=2,
+        )
+    if not (Path(project) / "flows" / "refresh.py").is_file():
+        raise _fail(f"GPUCOST_PROJECT_DIR={project} is not a gpucost checkout (no flows/refresh.py)", code=2)
+    if not os.environ.get("PREFECT_API_URL"):
+        raise _fail(
+            "PREFECT_API_URL is not set: start `prefect server start` and export "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api",
+            code=2,
+        )
+    steps = [
+        ["prefect", "work-pool", "create", work_pool, "--type", "process", "--overwrite"],
+        ["prefect", "work-queue", "create", "default", "--pool", work_pool, "--limit", "1"],
+        ["prefect", "--no-prompt", "deploy", "--all", "--prefect-file", "deployments/prefect.yaml"],
+    ]
+    for step in steps:
+        console.print("$ " + " ".join(step))
+        done = subprocess.run(step, cwd=project, check=False)
+        # the queue may exist already; its limit is then set on the next line
+        if done.returncode != 0 and step[1] == "work-queue":
+            subprocess.run(
+                ["prefect", "work-queue", "set-concurrency-limit", "default", "1", "--pool", work_pool],
+                cwd=project,
+                check=False,
+            )
+        elif done.returncode != 0:
+            raise _fail(f"`{' '.join(step)}` failed (exit {done.returncode}); see its output above")
+
+
 app.command()(cli_finetune.memory)
 app.command()(cli_finetune.estimate)
+app.command()(cli_finetune.models)
 
 
 if __name__ == "__main__":

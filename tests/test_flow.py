@@ -89,6 +89,7 @@ def test_replay_refresh_loads_every_provider(prefect_harness, home: Path):
         query(home, "select distinct price_source from marts.gpu_offers where provider = 'oci' and is_spot")
     ) == {("estimated",)}
     assert (home / "replay" / "feeds" / "gpu_offers.v1.parquet").exists()
+    assert "sample data" in (home / "replay" / "feeds" / "SAMPLE_DATA.txt").read_text()
     # what the parsers left out on purpose is recorded with the run, by reason
     (azure_excluded,) = query(home, "select excluded from ops.provider_runs where provider = 'azure'")[0]
     assert {"low_priority", "windows"} <= set(json.loads(azure_excluded))
@@ -225,3 +226,40 @@ def test_credentials_come_from_secret_blocks_when_the_environment_lacks_them(pre
     finally:
         Secret.delete("google-api-key")  # later tests run gcp live without a key and expect a skip
     assert secrets_from_blocks(["GOOGLE_API_KEY"]) == {}
+
+
+def test_readers_can_query_while_providers_are_fetched(prefect_harness, home: Path, monkeypatch):
+    """The warehouse is closed during fetch + parse: a read in the middle of a download works."""
+    from flows.refresh import refresh
+    from warehouse.db import open_reader
+
+    connector = CONNECTORS["oci"]
+    original = connector.fetch
+    seen = []
+
+    def fetch_and_read(client, creds, previous=None):
+        yield from original(client, creds, previous)
+        reader, banner = open_reader()  # raises if a write connection were open in this process
+        try:
+            seen.append((reader.execute("select count(*) from ops.runs").fetchall()[0][0], banner))
+        finally:
+            reader.close()
+
+    monkeypatch.setattr(connector, "fetch", fetch_and_read)
+    summary = refresh(providers=["oci"], replay=str(REPLAY))
+    assert summary.status == "ok" and seen and seen[0][0] >= 1
+
+
+def test_flow_states_say_partial_and_failed_for_automations(prefect_harness, home: Path, tmp_path: Path):
+    from flows.refresh import refresh
+
+    cassette = broken_cassette(tmp_path, "api.runpod.io", 503)
+    partial = refresh(providers=["runpod", "oci"], replay=str(cassette), return_state=True)
+    assert partial.is_completed() and partial.name == "Partial"
+    assert "runpod failed" in (partial.message or "")
+    failed = refresh(providers=["runpod"], replay=str(cassette), return_state=True)
+    assert failed.is_failed() and "nothing loaded" in (failed.message or "")
+    summary = failed.result(raise_on_failure=False)
+    assert summary.status == "failed"  # never "partial" when nothing loaded
+    (status,) = query(home, f"select status from ops.runs where run_id = '{summary.run_id}'")[0]
+    assert status == "failed"

@@ -469,3 +469,41 @@ def test_spool_folders_of_finished_runs_are_removed(tmp_path: Path):
         (tmp_path / run / "body-1").write_bytes(b"partial")
     clear_spool(tmp_path, keep=["live-run"])
     assert [p.name for p in tmp_path.iterdir()] == ["live-run"]
+
+
+def test_the_mart_shows_the_rate_used_from_prices_and_market_statistics(con):
+    from warehouse.hardware import HardwareCatalog
+    from warehouse.marts import build_marts
+
+    load_fx_rates(con, "fx", [FxRate("EUR", date(2026, 11, 30), 1.05, "ECB")], now=T0)
+    eur = offer(
+        "H100-1-80G", 2.73, provider="scaleway", currency="EUR", gpu_name_raw="H100", gpu_memory_gb_raw=80.0
+    )
+    from_price = offer(
+        "8x H100",
+        6.32,
+        provider="nebius",
+        gpu_name_raw="H100 SXM",
+        gpu_count=8.0,
+        provider_data={"price_is_from": True},
+    )
+    market = offer(
+        "1x RTX 4090",
+        0.35,
+        provider="vast",
+        gpu_name_raw="RTX 4090",
+        provider_data={"price_statistic": "p10", "host_offers": 12},
+    )
+    for batch in ([eur], [from_price], [market]):
+        load_offers(con, "r1", batch[0].provider, batch, now=T0)
+    build_marts(con, catalog=HardwareCatalog.load())
+    rows = {
+        r[0]: r[1:]
+        for r in con.execute(
+            "select provider, currency, price_usd_per_hour, fx_usd_per_unit, fx_rate_date, fx_source, "
+            "price_is_from, price_statistic from marts.gpu_offers"
+        ).fetchall()
+    }
+    assert rows["scaleway"][:5] == ("EUR", pytest.approx(2.73 * 1.05), 1.05, date(2026, 11, 30), "ECB")
+    assert rows["nebius"][5] is True and rows["scaleway"][5] is False
+    assert rows["vast"][6] == "p10" and rows["vast"][2] is None

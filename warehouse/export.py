@@ -3,7 +3,8 @@
 A feed's columns are pinned here, not taken from the mart with `select *`, so adding a column to a
 mart never changes a feed silently: a new column means a new feed version. Files are named
 `<feed>.v<version>.<format>` and written to a temporary file in the same folder, then renamed into
-place, so a reader never sees half a file.
+place, so a reader never sees half a file. Feeds written from a warehouse that holds recorded
+sample data (`--replay`) sit beside a `SAMPLE_DATA.txt` that says so; live feeds never do.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from pathlib import Path
 from typing import Literal
 
 import duckdb
+
+from warehouse.db import SAMPLE_BANNER, holds_sample_data
+
+SAMPLE_MARKER = "SAMPLE_DATA.txt"
 
 Format = Literal["csv", "parquet"]
 FORMATS: tuple[Format, ...] = ("csv", "parquet")
@@ -137,4 +142,9 @@ def write_feeds(
             con.execute(f"copy ({query}) to '{partial.as_posix()}' ({options})")
             partial.replace(target)
             written.append((target, rows))
+    marker = out_dir / SAMPLE_MARKER
+    if holds_sample_data(con):
+        marker.write_text(SAMPLE_BANNER + "\n")
+    else:
+        marker.unlink(missing_ok=True)
     return written

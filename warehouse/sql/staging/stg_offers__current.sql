@@ -11,6 +11,14 @@ hardware as (
     select * from staging.offer_hardware
 ),
 
+-- the newest reference rate of each currency (ECB, via core.fx_rates): prices keep their
+-- published currency and are converted here, once, with the rate's date alongside
+fx_rates as (
+    select currency, usd_per_unit, rate_date, source
+    from core.fx_rates
+    qualify row_number() over (partition by currency order by rate_date desc) = 1
+),
+
 final as (
     select
         offers.provider,
@@ -22,7 +30,18 @@ final as (
         offers.price_source,
         offers.price_per_hour,
         offers.currency,
-        offers.price_usd_per_hour,
+        case
+            when offers.currency = 'USD' then offers.price_per_hour
+            else coalesce(offers.price_per_hour * fx_rates.usd_per_unit, offers.price_usd_per_hour)
+        end as price_usd_per_hour,
+        case when offers.currency <> 'USD' then fx_rates.usd_per_unit end as fx_usd_per_unit,
+        case when offers.currency <> 'USD' then fx_rates.rate_date end as fx_rate_date,
+        case when offers.currency <> 'USD' then fx_rates.source end as fx_source,
+        -- a "from $X" page price is a lower bound, never an exact price
+        coalesce(try_cast(offers.provider_data ->> 'price_is_from' as boolean), false) as price_is_from,
+        -- for a marketplace aggregate: which statistic of the host offers the price is (p10, ...)
+        offers.provider_data ->> 'price_statistic' as price_statistic,
+        offers.scope,
         offers.gpu_name_raw,
         offers.gpu_memory_gb_raw,
         hardware.gpu_name,
@@ -44,6 +63,7 @@ final as (
         offers.first_seen_at,
         offers.last_seen_at
     from offers
+    left join fx_rates on offers.currency = fx_rates.currency
     left join hardware
         on offers.provider = hardware.provider
         and offers.instance_type = hardware.instance_type
