@@ -6,9 +6,66 @@ Each entry is a module implementing the contract in `connectors.base`.
 
 from __future__ import annotations
 
-from connectors import aws, azure, gcp, oci, runpod
+from connectors import (
+    akash,
+    aws,
+    azure,
+    coreweave,
+    crusoe,
+    cudo,
+    daytona,
+    digitalocean,
+    ecb,
+    fluidstack,
+    gcp,
+    hyperstack,
+    jarvislabs,
+    lambdalabs,
+    linode,
+    lium,
+    nebius,
+    oci,
+    ovhcloud,
+    paperspace,
+    runpod,
+    scaleway,
+    tensordock,
+    vast,
+    verda,
+    vultr,
+)
 from connectors.base import Connector
 
-CONNECTORS: dict[str, Connector] = {module.name: module for module in (azure, runpod, oci, aws, gcp)}  # type: ignore[misc]
+CONNECTORS: dict[str, Connector] = {  # type: ignore[misc]
+    module.name: module
+    for module in (
+        azure,
+        runpod,
+        oci,
+        aws,
+        gcp,
+        ecb,
+        vultr,
+        vast,
+        scaleway,
+        verda,
+        coreweave,
+        hyperstack,
+        digitalocean,
+        ovhcloud,
+        lium,
+        linode,
+        fluidstack,
+        lambdalabs,
+        cudo,
+        akash,
+        paperspace,
+        daytona,
+        nebius,
+        tensordock,
+        crusoe,
+        jarvislabs,
+    )
+}
 
 __all__ = ["CONNECTORS"]

@@ -68,6 +68,7 @@ GPU as the provider states it, converted from MiB where the source gives MiB).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -271,6 +272,32 @@ def per_hour(amount: float, unit: str) -> float:
         return amount / HOURS_PER_UNIT[unit]
     except KeyError:
         raise ValueError(f"unknown price unit {unit!r}; expected one of {sorted(HOURS_PER_UNIT)}") from None
+
+
+def number(value: object, *, finite: bool = True) -> float | None:
+    """A JSON value as a float: numbers and numeric strings; None for anything else (and for NaN
+    or infinity unless `finite=False`). Booleans are not numbers here, whatever Python says."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        result = float(value)
+    except ValueError:
+        return None
+    return result if math.isfinite(result) or not finite else None
+
+
+def read_price(value: object, key: str) -> tuple[float, str | None]:
+    """(price, problem) for a required price field: a missing, non-numeric, non-finite, zero or
+    negative value comes back with the problem to put on the `Offer` (NaN when unreadable), so the
+    row is quarantined instead of read as "not offered"."""
+    if value is None:
+        return math.nan, f"{key} missing"
+    price = number(value, finite=False)
+    if price is None or not math.isfinite(price):
+        return math.nan, f"{key} is not a number: {value!r}"
+    if price <= 0:
+        return price, f"{key} is not positive: {value!r}"
+    return price, None
 
 
 def exclusions(items: Iterable[object]) -> dict[str, int]:

@@ -194,14 +194,14 @@ def test_h100_variants_stay_apart(hw: HardwareCatalog) -> None:
 def test_rtx_6000_ada_is_not_rtx_a6000_nor_quadro(hw: HardwareCatalog) -> None:
     ada = hw.resolve("runpod", "", "NVIDIA RTX 6000 Ada Generation", 48)
     ampere = hw.resolve("runpod", "", "NVIDIA RTX A6000", 48)
-    turing = hw.resolve("lambda", "", "RTX6000", 24576 * MIB)
+    turing = hw.resolve("lambdalabs", "", "RTX6000", 24576 * MIB)
     assert (ada.gpu_name, ampere.gpu_name, turing.gpu_name) == (
         "RTX6000-Ada",
         "RTXA6000",
         "Quadro-RTX6000",
     )
     assert hw.gpus["RTX6000-Ada"].architecture != hw.gpus["RTXA6000"].architecture
-    assert hw.resolve("lambda", "gpu_1x_rtx6000", None, None).gpu_name == "Quadro-RTX6000"
+    assert hw.resolve("lambdalabs", "gpu_1x_rtx6000", None, None).gpu_name == "Quadro-RTX6000"
     assert hw.resolve("vast", "", "RTX6000-Ada", None).gpu_name == "RTX6000-Ada"
 
 
@@ -222,7 +222,7 @@ def test_b200_uses_the_hgx_180_gb_figure(hw: HardwareCatalog) -> None:
     b200 = hw.gpus["B200"]
     assert b200.vram_gb == 180
     assert "HGX" in b200.source or "blackwell-datasheet" in b200.source
-    assert hw.resolve("lambda", "", "B200", 184320 * MIB).vram_gb == 180
+    assert hw.resolve("lambdalabs", "", "B200", 184320 * MIB).vram_gb == 180
     assert hw.resolve("runpod", "", "NVIDIA B200", 192).vram_gb == 180  # 192 snaps to 180
 
 
@@ -469,7 +469,7 @@ def _skypilot_vram_per_gpu(row: dict[str, str], provider: str) -> float | None:
 SKYPILOT_FILES = {
     "azure": "skypilot-format/anycloud-azure-vms-2026-05-20.csv",
     "gcp": "skypilot-format/anycloud-gcp-vms-2026-05-20.csv",
-    "lambda": "skypilot-format/anycloud-lambda-vms-2026-05-20.csv",
+    "lambdalabs": "skypilot-format/anycloud-lambda-vms-2026-05-20.csv",
     "vast": "skypilot-catalog/v9/vast-vms.csv",
     "nebius": "skypilot-catalog/v9/nebius-vms.csv",
     "fluidstack": "skypilot-catalog/v9/fluidstack-vms.csv",
@@ -547,5 +547,5 @@ def test_skypilot_instance_types_agree_with_ours(
         if agrees and listed:
             problems.append(f"{instance_type}: listed as a disagreement but agrees; remove it")
     assert not problems, f"{provider}: " + "; ".join(problems)
-    if provider in ("azure", "lambda", "nebius", "fluidstack"):
+    if provider in ("azure", "lambdalabs", "nebius", "fluidstack"):
         assert compared > 0, f"{provider}: no instance type in both catalogs"

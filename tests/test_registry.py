@@ -10,7 +10,7 @@ import connectors
 from connectors import CONNECTORS
 from connectors.base import Connector
 
-NOT_PROVIDERS = {"base", "http"}
+NOT_PROVIDERS = {"base", "http", "market", "pages"}
 
 
 def provider_modules() -> set[str]:

@@ -507,3 +507,24 @@ def test_the_mart_shows_the_rate_used_from_prices_and_market_statistics(con):
     assert rows["scaleway"][:5] == ("EUR", pytest.approx(2.73 * 1.05), 1.05, date(2026, 11, 30), "ECB")
     assert rows["nebius"][5] is True and rows["scaleway"][5] is False
     assert rows["vast"][6] == "p10" and rows["vast"][2] is None
+
+
+@pytest.mark.parametrize(
+    ("value", "price", "problem"),
+    [
+        (2.5, 2.5, None),
+        ("2.50", 2.5, None),
+        (None, math.nan, "price_hourly missing"),
+        ("n/a", math.nan, "price_hourly is not a number: 'n/a'"),
+        (True, math.nan, "price_hourly is not a number: True"),
+        (float("nan"), math.nan, "price_hourly is not a number: nan"),
+        (0, 0.0, "price_hourly is not positive: 0"),
+        (-1.5, -1.5, "price_hourly is not positive: -1.5"),
+    ],
+)
+def test_read_price_says_what_is_wrong_with_a_required_price(value, price, problem):
+    from connectors.base import read_price
+
+    got, why = read_price(value, "price_hourly")
+    assert (math.isnan(got) and math.isnan(price)) or got == price
+    assert why == problem

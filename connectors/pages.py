@@ -1,0 +1,763 @@
+"""The pricing-page toolkit: fetch a page, find its tables and cards by meaning, read its values.
+
+Page connectors (https://lambda.ai/pricing, https://nebius.com/prices, ...) code against this module
+instead of against a site's markup, so that a redesign breaks in one understood way:
+
+- **Fetching** goes through the one HTTP client (`connectors.http`), so record/replay, the size cap
+  and retries apply. `fetch_page` sends the validators kept from the last good run; a 304 comes back
+  as a `RawResponse` with status 304, and `unchanged(...)` turns it into `Unchanged` items.
+- **Finding** is by what a reader sees: a heading's text, a column label, an ARIA attribute. Never
+  by position or by build-generated class names. `find_table` matches header labels in any order,
+  tolerant of case, `&nbsp;`, hyphen variants and footnote marks; it reads real `<table>`s, ARIA
+  tables, and the `<div>` grids page builders emit (a header row found by its labels, then the
+  repeated rows after it). Where a page embeds its data as JSON (`__NEXT_DATA__`, JSON-LD), prefer
+  `embedded_json` / `json_ld` to the rendered markup: it changes less often.
+- **Reading** values is done by small pure parsers (`parse_money`, `parse_gpu_label`, `parse_gb`,
+  ...) that keep what the text states and nothing more: a price with no unit has `unit=None`, and
+  the caller, who knows the column it came from, decides.
+
+Anything that matches nothing raises `LayoutChanged` naming the label looked for and `where` (a
+human description such as "the GPU table of lambda.ai/pricing"), so a layout change reads as one
+and never as an empty catalog.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import bs4
+
+from connectors.base import LayoutChanged, RawResponse, Unchanged
+
+__all__ = [
+    "GpuLabel",
+    "Money",
+    "Table",
+    "cards",
+    "check_complete",
+    "clean",
+    "conditional_headers",
+    "embedded_json",
+    "fetch_page",
+    "find_objects",
+    "find_table",
+    "find_tables",
+    "is_contact",
+    "is_not_available",
+    "is_not_modified",
+    "json_ld",
+    "json_ld_offers",
+    "label_in",
+    "label_matches",
+    "parse_count",
+    "parse_gb",
+    "parse_gpu_label",
+    "parse_money",
+    "parse_vcpus",
+    "price_unit",
+    "section",
+    "soup",
+    "tables",
+    "unchanged",
+]
+
+HTML_ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"
+
+# --- fetching ----------------------------------------------------------------------------------
+
+
+def conditional_headers(kept: Mapping[str, str] | None) -> dict[str, str]:
+    """If-None-Match / If-Modified-Since from the headers kept with a previous response."""
+    headers: dict[str, str] = {}
+    if kept and kept.get("etag"):
+        headers["If-None-Match"] = kept["etag"]
+    if kept and kept.get("last-modified"):
+        headers["If-Modified-Since"] = kept["last-modified"]
+    return headers
+
+
+def fetch_page(client: Any, url: str, previous: Mapping[str, Mapping[str, str]] | None = None) -> RawResponse:
+    """GET one page as HTML, revalidating against the validators of the last good run.
+
+    A 304 is returned as is (status 304, empty body); see `is_not_modified` and `unchanged`.
+    """
+    headers = {"Accept": HTML_ACCEPT, **conditional_headers((previous or {}).get(url))}
+    return client.fetch("GET", url, headers=headers)
+
+
+def is_not_modified(response: RawResponse) -> bool:
+    return response.status == 304
+
+
+def unchanged(response: RawResponse, scopes: Sequence[str]) -> Iterator[Unchanged]:
+    """One `Unchanged({"scope": s})` per scope a not-modified page covers."""
+    for scope in scopes:
+        yield Unchanged({"scope": scope}, reason=f"{response.url} not modified (HTTP 304)")
+
+
+def soup(response: RawResponse | bytes | str) -> bs4.BeautifulSoup:
+    """The page parsed with lxml, decoded by the charset the server declared (else sniffed).
+
+    A fetched page that opens `<html>` and never closes it was cut off in transit: lxml would close
+    the open tags silently and hand back the tables before the cut, a partial price list that could
+    pass for a smaller catalog. It raises `LayoutChanged` instead (excerpts without `<html>` pass).
+    """
+    if isinstance(response, RawResponse):
+        check_complete(response)
+        match = re.search(r"charset=([\w.:-]+)", response.content_type or "", re.IGNORECASE)
+        encoding = match.group(1).strip("\"'") if match else None
+        return bs4.BeautifulSoup(response.read(), "lxml", from_encoding=encoding)
+    return bs4.BeautifulSoup(response, "lxml")
+
+
+def check_complete(response: RawResponse) -> None:
+    """Refuse a page that opens `<html>` but ends before `</html>` (see `soup`)."""
+    body = response.read()
+    head, tail = body[:4096], body[-4096:]
+    if re.search(rb"<html[\s>]", head, re.I) and not re.search(rb"</html\s*>", tail, re.I):
+        raise LayoutChanged(
+            f"{response.url}: the page ends before `</html>` after {len(body)} bytes; "
+            "truncated? refusing a partial price list"
+        )
+
+
+# --- text --------------------------------------------------------------------------------------
+
+# NBSP, narrow/thin/figure spaces, ideographic space: all read as a space
+_SPACES = re.compile(r"[\u00a0\u2000-\u200a\u202f\u205f\u3000\s]+")
+_ZERO_WIDTH = re.compile(r"[\u200b-\u200d\u2060\ufeff\u00ad]")
+# footnote marks: *, daggers, section sign, superscript digits, and a trailing "[1]"
+_FOOTNOTES = re.compile(r"[*\u2020\u2021\u00a7\u00b9\u00b2\u00b3\u2070\u2074-\u2079]+|\[\d{1,2}\]\s*$")
+_HYPHENS = re.compile(r"[\u2010-\u2015\u2212\ufe63\uff0d]")
+
+
+def clean(text: str | None) -> str:
+    """Page text as a reader sees it: one space between words, no footnote marks or invisibles."""
+    if not text:
+        return ""
+    text = _ZERO_WIDTH.sub("", text)
+    text = _HYPHENS.sub("-", text)
+    text = _FOOTNOTES.sub("", text)
+    return _SPACES.sub(" ", text).strip()
+
+
+def _norm_label(text: str) -> str:
+    # punctuation separates words the way a space does: "On-demand" ~ "on demand" ~ "PRICE/GPU/HR"
+    return " ".join(re.sub(r"[^\w$€£%]+", " ", clean(text).lower()).split())
+
+
+def label_matches(text: str, label: str) -> bool:
+    """Whether `text` reads as `label`: case, whitespace, punctuation and footnotes aside."""
+    return _norm_label(text) == _norm_label(label) != ""
+
+
+def label_in(text: str, label: str) -> bool:
+    """Whether `label` appears in `text` as whole words ("On-demand" in "On-demand, GPU-hour")."""
+    needle = _norm_label(label)
+    return bool(needle) and f" {needle} " in f" {_norm_label(text)} "
+
+
+def _text(node: bs4.PageElement) -> str:
+    return clean(node.get_text(" ") if isinstance(node, bs4.Tag) else str(node))
+
+
+# --- tables ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of a page: cleaned header and cell texts, in the page's column order.
+
+    `elements` holds each row's source element (a `<tr>`, or a grid row `<div>`), for the rare
+    value that is not in a cell's text (a `data-*` attribute, a tag inside a cell).
+    """
+
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    where: str
+    elements: tuple[bs4.Tag, ...] = field(default=(), compare=False, repr=False)
+
+    def find_column(self, *labels: str) -> int | None:
+        """Index of the first header reading exactly as any label, else containing one; or None."""
+        for test in (label_matches, label_in):
+            for index, header in enumerate(self.headers):
+                if any(test(header, label) for label in labels):
+                    return index
+        return None
+
+    def column(self, *labels: str) -> int:
+        """Index of the header matching any of `labels`; `LayoutChanged` when none does."""
+        index = self.find_column(*labels)
+        if index is None:
+            wanted = " / ".join(f"`{label}`" for label in labels)
+            raise LayoutChanged(
+                f"{wanted} column not found in {self.where} (headers: {list(self.headers)}); "
+                "has the page layout changed?"
+            )
+        return index
+
+    def get(self, row: Sequence[str], *labels: str, default: str | None = None) -> str | None:
+        """The cell of `row` under the header matching `labels`, or `default` if no header does."""
+        index = self.find_column(*labels)
+        if index is None or index >= len(row):
+            return default
+        return row[index]
+
+    def records(self) -> list[dict[str, str]]:
+        """Rows as header -> cell dicts (an empty header is keyed by its position)."""
+        keys = [header or f"#{i}" for i, header in enumerate(self.headers)]
+        return [dict(zip(keys, row, strict=False)) for row in self.rows]
+
+
+def _cells(row: bs4.Tag) -> list[bs4.Tag]:
+    return [c for c in row.find_all(["th", "td"], recursive=False)]
+
+
+def _html_table(table: bs4.Tag, where: str) -> Table | None:
+    rows = [tr for tr in table.find_all("tr") if tr.find_parent("table") is table]
+    if not rows:
+        return None
+    head = table.find("thead")
+    if head is not None and head.find_parent("table") is table:
+        header_rows = [tr for tr in rows if tr.find_parent("thead") is head]
+    else:
+        # no <thead>: the first row is the header when it is all <th>, else the first row anyway
+        header_rows = rows[:1]
+    if not header_rows:
+        return None
+    headers = tuple(_text(c) for c in _cells(header_rows[-1]))
+    body = [tr for tr in rows if tr not in header_rows]
+    return Table(
+        headers=headers,
+        rows=tuple(tuple(_text(c) for c in _cells(tr)) for tr in body),
+        where=where,
+        elements=tuple(body),
+    )
+
+
+def _aria_table(table: bs4.Tag, where: str) -> Table | None:
+    rows = table.find_all(attrs={"role": "row"})
+    if not rows:
+        return None
+
+    def cells(row: bs4.Tag) -> list[bs4.Tag]:
+        return row.find_all(attrs={"role": ["columnheader", "rowheader", "cell", "gridcell"]})
+
+    first = rows[0]
+    headers = tuple(_text(c) for c in cells(first))
+    body = rows[1:]
+    return Table(headers, tuple(tuple(_text(c) for c in cells(r)) for r in body), where, tuple(body))
+
+
+def tables(root: bs4.Tag, *, where: str) -> list[Table]:
+    """Every `<table>` and ARIA `role=table|grid` under `root`, in document order."""
+    found: list[Table] = []
+    for node in root.find_all(True):
+        if node.name == "table":
+            table = _html_table(node, where)
+        elif node.get("role") in ("table", "grid"):
+            table = _aria_table(node, where)
+        else:
+            continue
+        if table is not None:
+            found.append(table)
+    # renumber so that "table 2" means the second table, not the second element
+    return [Table(t.headers, t.rows, f"{where} table {i}", t.elements) for i, t in enumerate(found, start=1)]
+
+
+def _matches_all(headers: Sequence[str], labels: Sequence[str]) -> bool:
+    return all(any(label_matches(h, lab) or label_in(h, lab) for h in headers) for lab in labels)
+
+
+def _signature(tag: bs4.Tag) -> tuple[str, tuple[str, ...]]:
+    return tag.name, tuple(sorted(tag.get("class") or ()))
+
+
+def _children(tag: bs4.Tag) -> list[bs4.Tag]:
+    return [c for c in tag.children if isinstance(c, bs4.Tag)]
+
+
+def _grid_tables(root: bs4.Tag, required: Sequence[str], where: str) -> list[Table]:
+    """`<div>` grids: a header row found by its labels, then the repeated rows that follow it.
+
+    Page builders render tables as nested `<div>`s. The header row is an element whose child
+    elements read as every required label; its data rows are the elements after it, in the
+    nearest enclosing container that has any, with as many children and one shared shape (tag and
+    classes: the same as the header row's when there are such, else the most common one).
+    """
+    found: list[tuple[tuple[str, ...], list[bs4.Tag]]] = []
+    accepted: list[bs4.Tag] = []
+    # deepest first (reverse document order visits descendants before their ancestors): a block
+    # holding the header row also "has" every label, in one child, and must not win over it
+    for header_row in reversed(root.find_all(True)):
+        header_cells = _children(header_row)
+        if len(header_cells) < 2 or any(_is_inside(a, header_row) for a in accepted):
+            continue
+        headers = tuple(_text(c) for c in header_cells)
+        if not _matches_all(headers, required):
+            continue
+        rows = _grid_rows(header_row, len(header_cells))
+        if rows:
+            accepted.append(header_row)
+            found.append((headers, rows))
+    return [
+        Table(
+            headers,
+            tuple(tuple(_text(c) for c in _children(r)) for r in rows),
+            f"{where} grid {number}",
+            tuple(rows),
+        )
+        for number, (headers, rows) in enumerate(reversed(found), start=1)
+    ]
+
+
+def _grid_rows(header_row: bs4.Tag, width: int) -> list[bs4.Tag]:
+    after: set[int] = {id(e) for e in header_row.find_all_next(True)}
+    inside = {id(e) for e in header_row.find_all(True)}
+    container = header_row.parent
+    while isinstance(container, bs4.Tag):
+        candidates = [
+            e
+            for e in container.find_all(True)
+            if id(e) in after and id(e) not in inside and len(_children(e)) == width
+        ]
+        if candidates:
+            own = [e for e in candidates if _signature(e) == _signature(header_row)]
+            if own:
+                return own
+            shape, _ = Counter(_signature(e) for e in candidates).most_common(1)[0]
+            return [e for e in candidates if _signature(e) == shape]
+        container = container.parent
+    return []
+
+
+def find_tables(
+    root: bs4.Tag, *, required: Sequence[str], where: str, optional: Sequence[str] = ()
+) -> list[Table]:
+    """Every table whose headers match EVERY required label (any order); `LayoutChanged` if none.
+
+    `optional` labels are not required; they are named in the error to help whoever reads it.
+    """
+    found = [t for t in tables(root, where=where) if _matches_all(t.headers, required)]
+    if not found:
+        found = _grid_tables(root, required, where)
+    if not found:
+        seen = [list(t.headers) for t in tables(root, where=where)]
+        wanted = ", ".join(required)
+        extra = f" (and optionally {', '.join(optional)})" if optional else ""
+        raise LayoutChanged(
+            f"no table with columns {wanted}{extra} found in {where}; found tables with headers "
+            f"{seen}; has the page layout changed?"
+        )
+    return found
+
+
+def find_table(root: bs4.Tag, *, required: Sequence[str], where: str, optional: Sequence[str] = ()) -> Table:
+    """The first table whose headers match every required label (see `find_tables`)."""
+    return find_tables(root, required=required, where=where, optional=optional)[0]
+
+
+# --- sections and cards -------------------------------------------------------------------------
+
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+
+
+def _heading_level(tag: bs4.Tag) -> int | None:
+    if tag.name in _HEADINGS:
+        return int(tag.name[1])
+    if tag.get("role") == "heading":
+        try:
+            return int(tag.get("aria-level", 2))
+        except (TypeError, ValueError):
+            return 2
+    return None
+
+
+def _is_heading(tag: bs4.Tag, max_level: int) -> bool:
+    level = _heading_level(tag)
+    return level is not None and level <= max_level
+
+
+def _contains_heading(tag: bs4.Tag, max_level: int, other_than: bs4.Tag) -> bool:
+    if tag is not other_than and _is_heading(tag, max_level):
+        return True
+    return any(t is not other_than and _is_heading(t, max_level) for t in tag.find_all(True))
+
+
+def section(root: bs4.Tag, heading: str, *, where: str) -> bs4.Tag:
+    """The content under the heading that reads as `heading`, up to the next heading as high.
+
+    Looks for h1-h6 and `role=heading` elements first, then any element whose `aria-label` reads
+    as `heading` (a labelled tab panel, say: that element is the section). The section is the
+    largest block around the heading that holds no other heading of its level; when heading and
+    content are siblings in one flat list, a new `<section>` holding copies of them.
+    """
+    for tag in root.find_all(True):
+        level = _heading_level(tag)
+        if level is None or not label_matches(_text(tag), heading):
+            continue
+        block = tag
+        while block is not root and isinstance(block.parent, bs4.Tag):
+            if _contains_heading(block.parent, level, other_than=tag):
+                break
+            block = block.parent
+        following: list[bs4.Tag] = []
+        for sibling in block.next_siblings:
+            if isinstance(sibling, bs4.Tag) and _contains_heading(sibling, level, other_than=tag):
+                break
+            if isinstance(sibling, bs4.Tag):
+                following.append(sibling)
+        if block is not tag and not following:
+            return block
+        wrapper = bs4.BeautifulSoup("<section></section>", "lxml").section
+        assert wrapper is not None
+        for part in (block, *following):
+            wrapper.append(copy.copy(part))
+        return wrapper
+    for tag in root.find_all(attrs={"aria-label": True}):
+        if label_matches(str(tag.get("aria-label")), heading):
+            return tag
+    headings = [_text(t) for t in root.find_all(True) if _heading_level(t) is not None]
+    raise LayoutChanged(
+        f"heading `{heading}` not found in {where} (headings: {headings[:20]}); has the page layout changed?"
+    )
+
+
+def cards(root: bs4.Tag, *, label: str, where: str) -> list[bs4.Tag]:
+    """The repeated blocks that each hold one occurrence of `label` (a price card, a GPU tile).
+
+    Each text that contains `label` is taken up to its largest enclosing element that holds no
+    other occurrence; those elements, in document order, are the cards.
+    """
+    hits = [
+        s.parent
+        for s in root.find_all(string=True)
+        if isinstance(s.parent, bs4.Tag)
+        and s.parent.name not in ("script", "style", "template")
+        and label_in(str(s), label)
+    ]
+    found: list[bs4.Tag] = []
+    for hit in hits:
+        card = hit
+        while isinstance(card.parent, bs4.Tag) and card.parent is not root:
+            occurrences = sum(1 for other in hits if other is card.parent or _is_inside(other, card.parent))
+            if occurrences > 1:
+                break
+            card = card.parent
+        if not any(card is f for f in found):
+            found.append(card)
+    if not found:
+        raise LayoutChanged(f"no card with the text `{label}` found in {where}; has the page layout changed?")
+    return found
+
+
+def _is_inside(tag: bs4.Tag, container: bs4.Tag) -> bool:
+    return any(parent is container for parent in tag.parents)
+
+
+# --- embedded data -------------------------------------------------------------------------------
+
+
+def _as_soup(doc: bs4.Tag | RawResponse | bytes | str) -> bs4.Tag:
+    return doc if isinstance(doc, bs4.Tag) else soup(doc)
+
+
+def embedded_json(doc: bs4.Tag | RawResponse | bytes | str) -> Any | None:
+    """The data a page embeds for its own scripts: Next.js `__NEXT_DATA__`, else the first
+    `<script type="application/json" id=...>` data island; None when there is none (or it does not
+    parse: the rendered markup is then the fallback)."""
+    page = _as_soup(doc)
+    scripts = [page.find("script", id="__NEXT_DATA__")]
+    scripts += page.find_all("script", attrs={"type": "application/json", "id": True})
+    for script in scripts:
+        if script is None:
+            continue
+        try:
+            return json.loads(script.string or script.get_text())
+        except (json.JSONDecodeError, TypeError):
+            continue
+    return None
+
+
+def json_ld(doc: bs4.Tag | RawResponse | bytes | str) -> list[Any]:
+    """Every `application/ld+json` block, parsed; a block that does not parse is skipped."""
+    blocks: list[Any] = []
+    for script in _as_soup(doc).find_all("script", attrs={"type": re.compile(r"ld\+json", re.I)}):
+        try:
+            blocks.append(json.loads(script.string or script.get_text()))
+        except (json.JSONDecodeError, TypeError):
+            continue
+    return blocks
+
+
+def _walk(data: Any) -> Iterator[Mapping[str, Any]]:
+    if isinstance(data, Mapping):
+        yield data
+        for value in data.values():
+            yield from _walk(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _walk(value)
+
+
+def find_objects(data: Any, predicate: Callable[[Mapping[str, Any]], bool]) -> list[Mapping[str, Any]]:
+    """Every JSON object (at any depth) for which `predicate` holds, in document order."""
+    return [obj for obj in _walk(data) if predicate(obj)]
+
+
+def json_ld_offers(doc: bs4.Tag | RawResponse | bytes | str) -> list[dict[str, Any]]:
+    """schema.org `Offer`s of every JSON-LD block, each with the `name` of the product it prices.
+
+    Returns dicts with `name`, `price`, `priceCurrency` and, when stated, `unitText` (from a
+    `priceSpecification`), so a connector can prefer them to the rendered cards.
+    """
+    offers: list[dict[str, Any]] = []
+    for block in json_ld(doc):
+        for product in find_objects(block, lambda o: "offers" in o):
+            items = product["offers"]
+            for offer in items if isinstance(items, list) else [items]:
+                if not isinstance(offer, Mapping):
+                    continue
+                spec = offer.get("priceSpecification")
+                spec = spec[0] if isinstance(spec, list) and spec else spec
+                spec = spec if isinstance(spec, Mapping) else {}
+                offers.append(
+                    {
+                        "name": offer.get("name") or product.get("name"),
+                        "price": offer.get("price", spec.get("price", offer.get("lowPrice"))),
+                        "priceCurrency": offer.get("priceCurrency", spec.get("priceCurrency")),
+                        "unitText": spec.get("unitText") or spec.get("unitCode"),
+                        "sku": offer.get("sku") or product.get("sku"),
+                    }
+                )
+    return offers
+
+
+# --- values --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Money:
+    """A price as a page states it. `unit` and `per_gpu` are None when the text does not say."""
+
+    amount: float
+    currency: str  # ISO code; "" when the text states none and the caller gave no default
+    unit: str | None  # "second" | "minute" | "hour" | "day" | "week" | "month" | "year"
+    per_gpu: bool | None
+    is_from: bool
+
+
+_SYMBOLS = {
+    "$": "USD",
+    "US$": "USD",
+    "€": "EUR",
+    "£": "GBP",
+    "¥": "JPY",
+    "₹": "INR",
+    "C$": "CAD",
+    "A$": "AUD",
+}
+_CODES = ("USD", "EUR", "GBP", "CAD", "AUD", "JPY", "INR", "CHF", "SEK", "NOK", "DKK", "PLN", "SGD")
+_CONTACT = re.compile(
+    r"\b(contact\s+(us|sales|our\s+sales)|talk\s+to\s+(us|sales|an?\s+expert)|request\s+(a\s+)?quote|"
+    r"get\s+(a\s+)?quote|custom\s+pricing|call\s+us|let'?s\s+talk|inquire|enquire)\b",
+    re.I,
+)
+_UNAVAILABLE = re.compile(
+    r"^(n/?a|none|tbd|tba|-+|—|–|coming\s+soon|sold\s+out|unavailable|not\s+available|waitlist)$", re.I
+)
+_FROM = re.compile(r"\b(from|starting\s+(at|from)|starts\s+at|as\s+low\s+as|min(imum)?\.?)\b|^≥|^>=", re.I)
+# "1,234.50" / "1.234,50" (grouped thousands) or "1,55" / "0.99" / "12"
+_NUMBER = r"[1-9]\d{0,2}(?:[,.]\d{3})+(?!\d)(?:[.,]\d+)?|\d+(?:[.,]\d+)?"
+_MONEY = re.compile(
+    rf"(?<![\w.,])(?P<neg>-)?\s*(?P<pre>US\$|C\$|A\$|[$€£¥₹]|\b(?:{'|'.join(_CODES)})\b)?\s*(?P<num>{_NUMBER})"
+    rf"\s*(?P<post>[$€£]|\b(?:{'|'.join(_CODES)})\b)?",
+    re.I,
+)
+# what may stand between a price and its time unit: "/", "per ", "a ", "GPU-", "/GPU/", "instance-"
+_UNIT_LEAD = r"(?:/|\bper\s+|\ban?\s+|\b(?:gpu|instance|node)[\s-])\s*(?:gpu[\s/-]*)?"
+_UNITS = (
+    ("second", rf"{_UNIT_LEAD}(?:s|sec|secs|second|seconds)\b"),
+    ("minute", rf"{_UNIT_LEAD}(?:min|mins|minute|minutes)\b"),
+    ("hour", rf"{_UNIT_LEAD}(?:h|hr|hrs|hour|hours)\b|\bhourly\b"),
+    ("day", rf"{_UNIT_LEAD}(?:d|day|days)\b|\bdaily\b"),
+    ("week", rf"{_UNIT_LEAD}(?:wk|week|weeks)\b|\bweekly\b"),
+    ("month", rf"{_UNIT_LEAD}(?:mo|mos|mon|month|months)\b|\bmonthly\b"),
+    ("year", rf"{_UNIT_LEAD}(?:yr|year|years)\b|\byearly\b|\bannual(?:ly)?\b"),
+)
+_PER_GPU = re.compile(r"(?:/|\bper\s+|\ban?\s+)\s*gpu\b|\bgpu[\s-]*(?:h|hr|hour|hours|mo|month)\b", re.I)
+_PER_INSTANCE = re.compile(
+    r"(?:/|\bper\s+|\ban?\s+)\s*(?:instance|node|server|machine|vm|cluster|system)\b"
+    r"|\b(?:instance|node|server)[\s-]*(?:h|hr|hour|hours|mo|month)\b",
+    re.I,
+)
+
+
+def is_contact(text: str) -> bool:
+    """ "Contact sales", "Contact us", "Talk to sales", "Request quote": not a price, a lead form."""
+    return bool(_CONTACT.search(clean(text)))
+
+
+def is_not_available(text: str) -> bool:
+    """ "N/A", "—", "-", "Coming soon", "Sold out", or empty: no price offered in this cell."""
+    return bool(_UNAVAILABLE.match(clean(text))) or clean(text) == ""
+
+
+def _to_float(number: str) -> float | None:
+    digits = re.sub(r"[\s\u00a0\u202f]", "", number)
+    if "," in digits and "." in digits:
+        # the separator that comes last is the decimal one: "1,234.50" / "1.234,50"
+        if digits.rfind(",") > digits.rfind("."):
+            digits = digits.replace(".", "").replace(",", ".")
+        else:
+            digits = digits.replace(",", "")
+    elif "," in digits:
+        # a comma before exactly three digits groups thousands ("$1,234"); otherwise it is decimal
+        groups = digits.split(",")
+        if len(groups) > 2 or all(len(g) == 3 for g in groups[1:]):
+            digits = digits.replace(",", "")
+        else:
+            digits = digits.replace(",", ".")
+    elif digits.count(".") > 1:
+        digits = digits.replace(".", "")
+    try:
+        return float(digits)
+    except ValueError:
+        return None
+
+
+def _currency(symbol: str | None) -> str | None:
+    if not symbol:
+        return None
+    symbol = symbol.strip()
+    return _SYMBOLS.get(symbol) or _SYMBOLS.get(symbol.upper()) or symbol.upper()
+
+
+def parse_money(text: str | None, *, currency: str | None = None) -> Money | None:
+    """A price with its currency, time unit, per-GPU flag and "from" flag, as the text states them.
+
+    None when the text is not a price ("Contact sales", "N/A", "—", "", words without a number);
+    tell those apart with `is_contact` / `is_not_available`. `currency` is the default for a bare
+    number ("2.49" under a "Price ($)" header); without it such a price has `currency=""`.
+    """
+    text = clean(text)
+    if not text or is_contact(text) or is_not_available(text):
+        return None
+    match = next((m for m in _MONEY.finditer(text) if m.group("pre") or m.group("post")), None)
+    match = match or _MONEY.search(text)
+    if match is None:
+        return None
+    amount = _to_float(match.group("num"))
+    if amount is None:
+        return None
+    if match.group("neg"):
+        amount = -amount  # kept: a negative published price is a wrong row, for the caller to flag
+    code = _currency(match.group("pre")) or _currency(match.group("post")) or (currency or "")
+    unit, per_gpu = price_unit(text[match.end() :])
+    return Money(amount, code, unit, per_gpu, bool(_FROM.search(text[: match.start()])))
+
+
+def price_unit(text: str | None) -> tuple[str | None, bool | None]:
+    """The time unit and per-GPU flag a price text or a column header states.
+
+    "/GPU/hr" -> ("hour", True); "On-demand, GPU-hour" -> ("hour", True); "per month" ->
+    ("month", None); "per instance-hour"... -> ("hour", False); (None, None) when it says nothing.
+    """
+    text = clean(text)
+    unit = next((name for name, pattern in _UNITS if re.search(pattern, text, re.I)), None)
+    per_gpu: bool | None = None
+    if _PER_GPU.search(text):
+        per_gpu = True
+    elif _PER_INSTANCE.search(text):
+        per_gpu = False
+    return unit, per_gpu
+
+
+@dataclass(frozen=True)
+class GpuLabel:
+    """A GPU label split into count, name and memory. `platform` keeps an "HGX"/"DGX" prefix."""
+
+    count: int | None
+    name: str
+    vram_gb: float | None
+    platform: str | None = None
+
+
+_COUNT_PREFIX = re.compile(r"^\(?(\d{1,3})\s*[x×]\)?\s+|^\(?(\d{1,3})\s*[x×]\)?(?=[A-Za-z])", re.I)
+_COUNT_SUFFIX = re.compile(r"\s*(?:[x×]\s*(\d{1,3})|\((\d{1,3})\s*[x×]?\))$", re.I)
+_VENDOR = re.compile(r"^(nvidia|amd|intel)\b\s*", re.I)
+_PLATFORM = re.compile(r"\b(HGX|DGX)\b\s*", re.I)
+_MEMORY = re.compile(
+    r"(\d+(?:[.,]\d+)?)\s*(TB|TiB|GB|GiB|G|MB|MiB)\b(?:\s*(?:HBM\w*|GDDR\w*|VRAM|memory))?", re.I
+)
+
+
+def parse_gpu_label(text: str) -> GpuLabel:
+    """ "8x H100 SXM5 80GB" -> (8, "H100 SXM5 80GB", 80); "HGX B200" -> (None, "B200", None, "HGX").
+
+    The vendor word ("NVIDIA") and "HGX"/"DGX" are dropped from `name`; form factor words (SXM,
+    PCIe, NVL) and the memory stay in it, because they tell GPUs apart.
+    """
+    label = clean(text)
+    count: int | None = None
+    if match := _COUNT_PREFIX.match(label):
+        count = int(match.group(1) or match.group(2))
+        label = label[match.end() :]
+    elif match := _COUNT_SUFFIX.search(label):
+        count = int(match.group(1) or match.group(2))
+        label = label[: match.start()]
+    platform_match = _PLATFORM.search(label)
+    platform = platform_match.group(1).upper() if platform_match else None
+    name = _PLATFORM.sub("", _VENDOR.sub("", label.strip())).strip(" ,-")
+    vram = None
+    if memory := _MEMORY.search(name):
+        vram = parse_gb(memory.group(0))
+    return GpuLabel(count, " ".join(name.split()), vram, platform)
+
+
+def _single_number(text: str | None) -> float | None:
+    text = clean(str(text) if text is not None else "")
+    if re.search(r"\d\s*(?:-|–|to)\s*\d", text):
+        return None  # a range ("8-40") is not one value
+    match = re.search(r"\d+(?:[,.]\d+)*", text)
+    return _to_float(match.group(0)) if match else None
+
+
+def parse_count(text: str | int | None) -> int | None:
+    """ "8", "8x", "x8", "8 GPUs" -> 8; None when absent or a range."""
+    if isinstance(text, int):
+        return text
+    value = _single_number(text)
+    return int(value) if value is not None and value == int(value) else None
+
+
+_GB = re.compile(rf"({_NUMBER})\s*(TB|TiB|GB|GiB|G|MB|MiB)\b", re.I)
+_GB_FACTORS = {"tb": 1000.0, "tib": 1024.0, "gb": 1.0, "gib": 1.0, "g": 1.0, "mb": 1e-3, "mib": 1 / 1024}
+
+
+def parse_gb(text: str | float | None) -> float | None:
+    """ "80GB", "80 GB", "48 GiB" -> 80, 80, 48 (GiB kept as the stated number); "1.5 TB" -> 1500;
+    "1,024 GiB" -> 1024; a bare number is taken as GB; None when absent or a range."""
+    if isinstance(text, int | float):
+        return float(text)
+    text = clean(text)
+    if re.search(r"\d\s*(?:-|–|to)\s*\d", text):
+        return None
+    if memory := _GB.search(text):
+        value = _to_float(memory.group(1))
+        return None if value is None else value * _GB_FACTORS[memory.group(2).lower()]
+    # no unit: only a bare number is taken (as GB), not a number inside a name ("H100")
+    return _to_float(text) if re.fullmatch(_NUMBER, text) else None
+
+
+def parse_vcpus(text: str | float | None) -> float | None:
+    """ "208 vCPUs", "26 vCPU", "104 cores", "208" -> the number; None when absent or a range."""
+    if isinstance(text, int | float):
+        return float(text)
+    return _single_number(text)
