@@ -253,9 +253,9 @@ def open_reader(
 ) -> tuple[duckdb.DuckDBPyConnection, str | None]:
     """A read-only connection, and a banner to print when it holds sample data.
 
-    Sandboxed (the default; `export` opts out to write its files): no file system or network access (`COPY ... TO`, `ATTACH`, `INSTALL`/`LOAD`,
-    `EXPORT DATABASE`, `read_csv('/etc/...')` all fail) and the settings are locked, so SQL a user
-    types can read the warehouse and nothing else.
+    Sandboxed by default (`export` opts out to write its files): no file system or network access
+    (`COPY ... TO`, `ATTACH`, `INSTALL`/`LOAD`, `EXPORT DATABASE`, `read_csv('/etc/...')` all fail)
+    and the settings are locked, so SQL a user types can read the warehouse and nothing else.
     """
     path = reader_path(settings)
     con = connect(path, read_only=True)
