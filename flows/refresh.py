@@ -1,11 +1,9 @@
-"""The refresh flow: fetch every provider concurrently, land each, rebuild marts, write feeds.
+"""The refresh as a Prefect flow: `flows.orchestration.run_refresh` driven by Prefect tasks.
 
-Thin on purpose: every step is a function in `warehouse.pipeline` / `warehouse.marts` /
-`warehouse.export`, testable without Prefect. Retries live in the HTTP client, not here.
-
-The warehouse is opened for writing twice, briefly: to record the run's start (and read the
-validators of earlier fetches), and after every provider has been fetched and parsed, to land
-them. During the downloads it is closed, so `gpucost sql`, `estimate` and `status` answer.
+Thin on purpose: the sequence is written once in `flows.orchestration` (the CLI drives the same
+sequence without Prefect when no Prefect API is configured); here each step becomes a task run,
+credentials may come from Secret blocks, and the summary becomes table artifacts. Retries live in
+the HTTP client, not here.
 
 Final states, for Prefect automations: `Completed` when every provider loaded cleanly (or was
 skipped for missing credentials); `Completed` named **`Partial`** when some loaded and some
@@ -16,13 +14,9 @@ nothing loaded. `--replay` writes to its own warehouse and feeds under `$GPUCOST
 from __future__ import annotations
 
 import logging
-import shutil
-import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-import httpx
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.blocks.system import Secret
@@ -31,51 +25,16 @@ from prefect.context import get_run_context
 from prefect.states import Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from connectors.base import Connector
-from connectors.http import Client, make_client
-from warehouse import finetune
-from warehouse.db import Settings, check_mode, open_warehouse, open_warehouse_when_free
-from warehouse.export import write_feeds
-from warehouse.load import Guards, previous_validators
-from warehouse.marts import build_marts
-from warehouse.pipeline import (
-    NOT_CLEAN,
-    ProviderBatch,
-    ProviderOutcome,
-    clear_spool,
-    collect,
-    credentials_for,
-    environment,
-    finish_run,
-    land,
-    new_run_id,
-    select_connectors,
-    start_run,
-)
+from flows.orchestration import RefreshPlan, RefreshSummary, describe_batch, run_refresh
+from warehouse.pipeline import NOT_CLEAN, ProviderBatch
+
+T = TypeVar("T")
 
 # Connectors log progress with the standard library (large downloads at INFO); Prefect attaches its
 # handlers to them (PREFECT_LOGGING_EXTRA_LOGGERS=connectors, set in flows/__init__), we set the level.
 logging.getLogger("connectors").setLevel(logging.INFO)
 
-
-@dataclass
-class RefreshSummary:
-    run_id: str
-    status: str
-    mode: str
-    outcomes: list[ProviderOutcome]
-    mart_rows: dict[str, int] = field(default_factory=dict)
-    feeds: list[str] = field(default_factory=list)
-    cheapest: list[dict[str, object]] = field(default_factory=list)
-    pipeline_seconds: float = 0.0
-
-    @property
-    def failed(self) -> list[ProviderOutcome]:
-        return [o for o in self.outcomes if o.status in ("failed", "rejected")]
-
-    @property
-    def degraded(self) -> list[ProviderOutcome]:
-        return [o for o in self.outcomes if o.status == "degraded"]
+__all__ = ["RefreshSummary", "block_name", "final_state", "refresh", "secrets_from_blocks"]
 
 
 def block_name(variable: str) -> str:
@@ -83,7 +42,7 @@ def block_name(variable: str) -> str:
     return variable.lower().replace("_", "-")
 
 
-def secrets_from_blocks(variables: list[str]) -> dict[str, str]:
+def secrets_from_blocks(variables: Sequence[str]) -> dict[str, str]:
     """Credentials missing from the environment, from Prefect Secret blocks where they exist.
 
     Scheduled runs on a worker take their credentials from Secret blocks rather than the worker's
@@ -99,55 +58,43 @@ def secrets_from_blocks(variables: list[str]) -> dict[str, str]:
 
 
 @task(name="fetch_provider", cache_policy=NO_CACHE)
-def fetch_provider(
-    connector: Connector,
-    client: Client,
-    creds: dict[str, str],
-    previous: dict[str, dict[str, str]],
-    deadline_seconds: float,
-) -> ProviderBatch:
-    batch = collect(connector, client, creds, previous, deadline_seconds=deadline_seconds)
+def fetch_provider(provider: str, job: Callable[[], ProviderBatch]) -> ProviderBatch:
+    batch = job()
     logger = get_run_logger()
-    if batch.status == "fetched":
-        logger.info(
-            "%s: %d responses, %d offers, %d unchanged scopes in %.1fs",
-            batch.provider,
-            len(batch.responses),
-            len(batch.offers),
-            len(batch.unchanged),
-            batch.fetch_seconds,
-        )
-    else:
-        logger.warning("%s %s: %s", batch.provider, batch.status, batch.error)
+    (logger.info if batch.status == "fetched" else logger.warning)(describe_batch(batch))
     return batch
 
 
-@task(name="load_offers", cache_policy=NO_CACHE)
-def load_provider(con, raw_root: Path, run_id: str, batch: ProviderBatch, guards: Guards) -> ProviderOutcome:
-    outcome = land(con, raw_root, run_id, batch, guards=guards)
-    get_run_logger().info(
-        "%s: %s, %d loaded, %d quarantined, +%d/-%d history rows",
-        outcome.provider,
-        outcome.status,
-        outcome.offers_loaded,
-        outcome.offers_quarantined,
-        outcome.rows_inserted,
-        outcome.rows_closed,
-    )
-    return outcome
+@task(name="step", cache_policy=NO_CACHE, task_run_name="{name}")
+def run_step(name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    return fn(*args)
 
 
-@task(name="build_marts", cache_policy=NO_CACHE)
-def build_marts_task(con) -> dict[str, int]:
-    return build_marts(con, finetune=finetune.build_finetune_marts)
+class PrefectRunner:
+    """Each provider's fetch a concurrent task run, each later step a task run of its own."""
+
+    name = "prefect"
+
+    def run_id_of_orchestrator(self) -> str | None:
+        return str(get_run_context().flow_run.id)  # type: ignore[union-attr]
+
+    def extra_secrets(self, names: Sequence[str]) -> dict[str, str]:
+        return secrets_from_blocks(names)
+
+    def fetch_all(self, jobs: Sequence[tuple[str, Callable[[], ProviderBatch]]]) -> list[ProviderBatch]:
+        futures = [fetch_provider.submit(provider, job) for provider, job in jobs]
+        return [future.result() for future in futures]
+
+    def step(self, name: str, fn: Callable[..., T], *args: Any) -> T:
+        return run_step(name, fn, args)
+
+    def publish(self, summary: RefreshSummary) -> None:
+        _publish_artifact(summary)
 
 
-@task(name="write_feeds", cache_policy=NO_CACHE)
-def write_feeds_task(con, out_dir: Path) -> list[str]:
-    return [str(path) for path, _ in write_feeds(con, out_dir)]
-
-
-@flow(name="refresh", task_runner=ThreadPoolTaskRunner(max_workers=4), log_prints=True)
+# max_workers: every provider fetches at once (they wait on the network, not the CPU); 32 covers
+# the registry with room, and the HTTP client's per-host bound still applies
+@flow(name="refresh", task_runner=ThreadPoolTaskRunner(max_workers=32), log_prints=True)
 def refresh(
     providers: list[str] | None = None,
     replay: str | None = None,
@@ -165,106 +112,8 @@ def refresh(
     record: a directory to record every HTTP exchange into.
     accept_shrink / accept_changes: publish scopes that shrank and price jumps the guards would hold.
     """
-    started = time.perf_counter()
-    logger = get_run_logger()
-    settings = Settings()
-    home_dir = Path(home) if home else settings.replay_home if replay else settings.home
-    out_dir = Path(feeds_dir) if feeds_dir else home_dir / "feeds" if replay else settings.feeds_dir
-    mode = "replay" if replay else "record" if record else "live"
-    connectors = select_connectors(providers)
-    if replay:
-        logger.warning(
-            "replay mode: prices come from the recorded sample data in %s, not live APIs; writing to %s",
-            replay,
-            home_dir,
-        )
-    guards = Guards(
-        jump_factor=settings.price_jump_factor,
-        max_usd_per_gpu_hour=settings.max_usd_per_gpu_hour,
-        accept_shrink=accept_shrink,
-        accept_changes=accept_changes or settings.accept_changes,
-    )
-
-    env = environment()
-    if not replay:
-        wanted = {n for c in connectors for n in (*c.requires, *getattr(c, "optional", ()))}
-        env |= secrets_from_blocks(sorted(n for n in wanted if not env.get(n)))
-    creds = {c.name: credentials_for(c, env, replay=bool(replay)) for c in connectors}
-    secrets = [s for _, values in creds.values() for s in values]
-    run_id = new_run_id(datetime.now(UTC))
-    warehouse_path = home_dir / settings.warehouse_path.name
-    spool_root = home_dir / "spool"
-
-    # 1. a short write: record the run's start; read what earlier fetches validated
-    con = open_warehouse(warehouse_path)
-    try:
-        check_mode(con, mode, warehouse_path)
-        flow_run_id = str(get_run_context().flow_run.id)  # type: ignore[union-attr]
-        start_run(con, run_id, mode, [c.name for c in connectors], flow_run_id)
-        running = [
-            r for (r,) in con.execute("select run_id from ops.runs where status = 'running'").fetchall()
-        ]
-        previous = {c.name: previous_validators(con, c.name) for c in connectors}
-    finally:
-        con.close()
-    clear_spool(spool_root, keep=running)
-
-    client = make_client(
-        secrets=secrets,
-        timeout=httpx.Timeout(settings.http_timeout_seconds, connect=10.0),
-        retries=settings.http_retries,
-        backoff=settings.http_backoff_seconds,
-        per_host=settings.http_per_host,
-        replay=Path(replay) if replay else None,
-        record=Path(record) if record else None,
-        spool_dir=spool_root / run_id,
-        request_deadline=settings.http_request_deadline_seconds,
-    )
-    outcomes: list[ProviderOutcome] = []
-    summary = RefreshSummary(run_id=run_id, status="failed", mode=mode, outcomes=outcomes)
-    con = None
-    try:
-        # 2. fetch and parse every provider, concurrently, with the warehouse closed
-        futures = [
-            fetch_provider.submit(
-                c, client, creds[c.name][0], previous[c.name], settings.provider_deadline_seconds
-            )
-            for c in connectors
-        ]
-        batches = [future.result() for future in futures]
-        # 3. one writer: reference rates first (prices in other currencies use them), then offers
-        con = open_warehouse_when_free(warehouse_path)
-        for batch in sorted(batches, key=lambda b: not b.fx_rates):
-            outcomes.append(load_provider(con, home_dir / "raw", run_id, batch, guards))
-        outcomes.sort(key=lambda o: [c.name for c in connectors].index(o.provider))
-        summary.mart_rows = build_marts_task(con)
-        con.execute("update ops.runs set marts_built_at = ? where run_id = ?", [datetime.now(UTC), run_id])
-        summary.feeds = write_feeds_task(con, out_dir)
-        summary.status = finish_run(con, run_id, outcomes)
-        cheapest = con.sql(
-            """
-            select gpu_name, provider, instance_type, region, pricing_type, price_source,
-                round(price_usd_per_gpu_hour, 4) as usd_per_gpu_hour
-            from marts.gpu_offers
-            qualify row_number() over (partition by gpu_name order by price_usd_per_gpu_hour) = 1
-            order by vram_gb desc, usd_per_gpu_hour
-            limit 25
-            """
-        )
-        summary.cheapest = [dict(zip(cheapest.columns, row, strict=True)) for row in cheapest.fetchall()]
-    except BaseException as exc:
-        if con is None:
-            con = open_warehouse_when_free(warehouse_path)
-        finish_run(con, run_id, outcomes, error=f"{type(exc).__name__}: {exc}")
-        raise
-    finally:
-        client.close()
-        if con is not None:
-            con.close()
-        shutil.rmtree(spool_root / run_id, ignore_errors=True)
-    summary.pipeline_seconds = time.perf_counter() - started
-    _publish_artifact(summary)
-    return final_state(summary)
+    plan = RefreshPlan(providers, replay, record, accept_shrink, accept_changes, home, feeds_dir)
+    return final_state(run_refresh(plan, PrefectRunner()))
 
 
 def final_state(summary: RefreshSummary) -> State:

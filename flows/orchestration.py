@@ -1,0 +1,297 @@
+"""The refresh, written once: the sequence every runner drives.
+
+    check and record the run (a short write) -> fetch + parse every provider at once (warehouse
+    closed) -> land one provider at a time (reference rates first) -> rebuild marts -> write feeds
+    -> finish the run and summarise it
+
+A `Runner` decides only *how* each step executes: `flows.refresh` drives it with Prefect tasks (a
+flow run with task states, logs and artifacts on a Prefect server), `LocalRunner` here with a plain
+thread pool in this process, without importing Prefect (a one-off `gpucost refresh` then costs the
+pipeline's own seconds instead of a temporary server's start-up). Neither holds a copy of the logic.
+
+This module imports no Prefect; the business steps themselves live in `warehouse.pipeline`,
+`warehouse.marts` and `warehouse.export`.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import httpx
+
+from connectors.base import Connector
+from connectors.http import make_client
+from warehouse.db import Settings, check_mode, open_warehouse, open_warehouse_when_free
+from warehouse.export import write_feeds
+from warehouse.load import Guards, previous_validators
+from warehouse.marts import build_marts
+from warehouse.pipeline import (
+    ProviderBatch,
+    ProviderOutcome,
+    clear_spool,
+    collect,
+    credentials_for,
+    environment,
+    finish_run,
+    land,
+    new_run_id,
+    select_connectors,
+    start_run,
+)
+
+T = TypeVar("T")
+log = logging.getLogger("gpucost.refresh")
+
+CHEAPEST_SQL = """
+    select gpu_name, provider, instance_type, region, pricing_type, price_source,
+        round(price_usd_per_gpu_hour, 4) as usd_per_gpu_hour
+    from marts.gpu_offers
+    qualify row_number() over (partition by gpu_name order by price_usd_per_gpu_hour) = 1
+    order by vram_gb desc, usd_per_gpu_hour
+    limit 25
+"""
+
+
+@dataclass
+class RefreshSummary:
+    run_id: str
+    status: str
+    mode: str
+    outcomes: list[ProviderOutcome]
+    mart_rows: dict[str, int] = field(default_factory=dict)
+    feeds: list[str] = field(default_factory=list)
+    cheapest: list[dict[str, object]] = field(default_factory=list)
+    pipeline_seconds: float = 0.0
+    runner: str = "local"
+
+    @property
+    def failed(self) -> list[ProviderOutcome]:
+        return [o for o in self.outcomes if o.status in ("failed", "rejected")]
+
+    @property
+    def degraded(self) -> list[ProviderOutcome]:
+        return [o for o in self.outcomes if o.status == "degraded"]
+
+
+@dataclass(frozen=True)
+class RefreshPlan:
+    """What one refresh is asked to do (the flow's parameters, the CLI's options)."""
+
+    providers: Sequence[str] | None = None
+    replay: str | None = None
+    record: str | None = None
+    accept_shrink: bool = False
+    accept_changes: bool = False
+    home: str | None = None
+    feeds_dir: str | None = None
+
+    @property
+    def mode(self) -> str:
+        return "replay" if self.replay else "record" if self.record else "live"
+
+
+class Runner(Protocol):
+    """How the steps of a refresh execute."""
+
+    name: str
+
+    def run_id_of_orchestrator(self) -> str | None:
+        """The orchestrator's id for this run (a Prefect flow run id), recorded in ops.runs."""
+        ...
+
+    def extra_secrets(self, names: Sequence[str]) -> dict[str, str]:
+        """Credentials the environment lacks, from wherever the runner keeps them."""
+        ...
+
+    def fetch_all(self, jobs: Sequence[tuple[str, Callable[[], ProviderBatch]]]) -> list[ProviderBatch]:
+        """Run every provider's fetch + parse at once; the batches in the order of `jobs`."""
+        ...
+
+    def step(self, name: str, fn: Callable[..., T], *args: Any) -> T:
+        """One named step (land a provider, build marts, write feeds)."""
+        ...
+
+    def publish(self, summary: RefreshSummary) -> None:
+        """Make the summary visible where the runner's users look."""
+        ...
+
+
+class LocalRunner:
+    """Every provider in its own thread, steps called directly, progress to the standard logger."""
+
+    name = "local"
+
+    def run_id_of_orchestrator(self) -> str | None:
+        return None
+
+    def extra_secrets(self, names: Sequence[str]) -> dict[str, str]:
+        return {}
+
+    def fetch_all(self, jobs: Sequence[tuple[str, Callable[[], ProviderBatch]]]) -> list[ProviderBatch]:
+        if not jobs:
+            return []
+        # one thread per provider: they wait on the network, not the CPU
+        with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="fetch") as pool:
+            futures = [pool.submit(job) for _, job in jobs]
+            return [future.result() for future in futures]
+
+    def step(self, name: str, fn: Callable[..., T], *args: Any) -> T:
+        return fn(*args)
+
+    def publish(self, summary: RefreshSummary) -> None:
+        return None
+
+
+def describe_batch(batch: ProviderBatch) -> str:
+    if batch.status == "fetched":
+        return (
+            f"{batch.provider}: {len(batch.responses)} responses, {len(batch.offers)} offers, "
+            f"{len(batch.unchanged)} unchanged scopes in {batch.fetch_seconds:.1f}s"
+        )
+    return f"{batch.provider} {batch.status}: {batch.error}"
+
+
+def describe_outcome(outcome: ProviderOutcome) -> str:
+    return (
+        f"{outcome.provider}: {outcome.status}, {outcome.offers_loaded} loaded, "
+        f"{outcome.offers_quarantined} quarantined, "
+        f"+{outcome.rows_inserted}/-{outcome.rows_closed} history rows"
+    )
+
+
+def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
+    """Scrape the plan's providers into the warehouse, rebuild marts and feeds; the summary."""
+    started = time.perf_counter()
+    settings = Settings()
+    home_dir = Path(plan.home) if plan.home else settings.replay_home if plan.replay else settings.home
+    out_dir = (
+        Path(plan.feeds_dir) if plan.feeds_dir else home_dir / "feeds" if plan.replay else settings.feeds_dir
+    )
+    connectors = select_connectors(list(plan.providers) if plan.providers else None)
+    if plan.replay:
+        log.warning(
+            "replay mode: prices come from the recorded sample data in %s, not live APIs; writing to %s",
+            plan.replay,
+            home_dir,
+        )
+    guards = Guards(
+        jump_factor=settings.price_jump_factor,
+        max_usd_per_gpu_hour=settings.max_usd_per_gpu_hour,
+        accept_shrink=plan.accept_shrink,
+        accept_changes=plan.accept_changes or settings.accept_changes,
+    )
+    env = environment()
+    if not plan.replay:
+        wanted = {n for c in connectors for n in (*c.requires, *getattr(c, "optional", ()))}
+        env |= runner.extra_secrets(sorted(n for n in wanted if not env.get(n)))
+    creds = {c.name: credentials_for(c, env, replay=bool(plan.replay)) for c in connectors}
+    secrets = [s for _, values in creds.values() for s in values]
+    run_id = new_run_id(datetime.now(UTC))
+    warehouse_path = home_dir / settings.warehouse_path.name
+    spool_root = home_dir / "spool"
+
+    # 1. a short write: record the run's start; read what earlier fetches validated
+    con = open_warehouse(warehouse_path)
+    try:
+        check_mode(con, plan.mode, warehouse_path)
+        start_run(con, run_id, plan.mode, [c.name for c in connectors], runner.run_id_of_orchestrator())
+        running = [
+            r for (r,) in con.execute("select run_id from ops.runs where status = 'running'").fetchall()
+        ]
+        previous = {c.name: previous_validators(con, c.name) for c in connectors}
+    finally:
+        con.close()
+    clear_spool(spool_root, keep=running)
+
+    client = make_client(
+        secrets=secrets,
+        timeout=httpx.Timeout(settings.http_timeout_seconds, connect=10.0),
+        retries=settings.http_retries,
+        backoff=settings.http_backoff_seconds,
+        per_host=settings.http_per_host,
+        replay=Path(plan.replay) if plan.replay else None,
+        record=Path(plan.record) if plan.record else None,
+        spool_dir=spool_root / run_id,
+        request_deadline=settings.http_request_deadline_seconds,
+    )
+    outcomes: list[ProviderOutcome] = []
+    summary = RefreshSummary(
+        run_id=run_id, status="failed", mode=plan.mode, outcomes=outcomes, runner=runner.name
+    )
+    con = None
+    try:
+        # 2. fetch and parse every provider at once, with the warehouse closed
+        batches = runner.fetch_all(
+            [
+                (c.name, _fetch_job(c, client, creds[c.name][0], previous[c.name], settings))
+                for c in connectors
+            ]
+        )
+        # 3. one writer: reference rates first (prices in other currencies use them), then offers
+        con = open_warehouse_when_free(warehouse_path)
+        for batch in sorted(batches, key=lambda b: not b.fx_rates):
+            outcome = runner.step(
+                f"load {batch.provider}", _land, con, home_dir / "raw", run_id, batch, guards
+            )
+            log.info(describe_outcome(outcome))
+            outcomes.append(outcome)
+        order = [c.name for c in connectors]
+        outcomes.sort(key=lambda o: order.index(o.provider))
+        summary.mart_rows = runner.step("build marts", _build_marts, con)
+        con.execute("update ops.runs set marts_built_at = ? where run_id = ?", [datetime.now(UTC), run_id])
+        summary.feeds = runner.step("write feeds", _write_feeds, con, out_dir)
+        summary.status = finish_run(con, run_id, outcomes)
+        cheapest = con.sql(CHEAPEST_SQL)
+        summary.cheapest = [dict(zip(cheapest.columns, row, strict=True)) for row in cheapest.fetchall()]
+    except BaseException as exc:
+        if con is None:
+            con = open_warehouse_when_free(warehouse_path)
+        finish_run(con, run_id, outcomes, error=f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        client.close()
+        if con is not None:
+            con.close()
+        shutil.rmtree(spool_root / run_id, ignore_errors=True)
+    summary.pipeline_seconds = time.perf_counter() - started
+    runner.publish(summary)
+    return summary
+
+
+def _fetch_job(
+    connector: Connector,
+    client: Any,
+    creds: dict[str, str],
+    previous: dict[str, dict[str, str]],
+    settings: Settings,
+) -> Callable[[], ProviderBatch]:
+    def job() -> ProviderBatch:
+        batch = collect(
+            connector, client, creds, previous, deadline_seconds=settings.provider_deadline_seconds
+        )
+        (log.info if batch.status == "fetched" else log.warning)(describe_batch(batch))
+        return batch
+
+    return job
+
+
+def _land(con: Any, raw_root: Path, run_id: str, batch: ProviderBatch, guards: Guards) -> ProviderOutcome:
+    return land(con, raw_root, run_id, batch, guards=guards)
+
+
+def _build_marts(con: Any) -> dict[str, int]:
+    from warehouse import finetune
+
+    return build_marts(con, finetune=finetune.build_finetune_marts)
+
+
+def _write_feeds(con: Any, out_dir: Path) -> list[str]:
+    return [str(path) for path, _ in write_feeds(con, out_dir)]
