@@ -25,7 +25,7 @@ import duckdb
 import typer
 from rich.table import Table
 
-from flows import cli_finetune
+from flows import STARTED, cli_finetune
 from flows.output import console, err
 from warehouse.db import (
     Settings,
@@ -72,6 +72,49 @@ def _read_only(*, sandbox: bool = True) -> duckdb.DuckDBPyConnection:
     if banner:
         err.print(f"[yellow]{banner}[/]")
     return con
+
+
+def _run_refresh(names: list[str] | None, *, settings: Settings, **options: object):
+    """The refresh through Prefect when an API is configured, else in-process; its summary."""
+    from flows import server
+
+    api = server.api_url(settings.home)
+    if api:
+        os.environ["PREFECT_API_URL"] = api
+        from flows.refresh import refresh as refresh_flow
+
+        try:
+            state = refresh_flow(providers=names, return_state=True, **options)
+            summary = state.result(raise_on_failure=False)
+        except (ValueError, WarehouseError) as exc:
+            raise _fail(str(exc)) from None
+        if isinstance(summary, BaseException):
+            if isinstance(summary, ValueError | WarehouseError):
+                raise _fail(str(summary)) from None
+            raise summary
+        return summary
+    from flows.orchestration import LocalRunner, RefreshPlan, run_refresh
+
+    _log_progress()
+    try:
+        return run_refresh(RefreshPlan(providers=names, **options), LocalRunner())  # type: ignore[arg-type]
+    except (ValueError, WarehouseError) as exc:
+        raise _fail(str(exc)) from None
+
+
+def _log_progress() -> None:
+    """Progress of an in-process refresh (each provider, each large download) on stderr."""
+    import logging
+
+    from rich.logging import RichHandler
+
+    handler = RichHandler(console=err, show_path=False, show_time=True, markup=False)
+    for name in ("gpucost.refresh", "connectors"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, RichHandler) for h in logger.handlers):
+            logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
 
 
 def _writable_dir(path: Path, what: str) -> None:
@@ -132,8 +175,11 @@ def refresh(
         typer.Option(help="Publish prices that moved more than the anomaly guard's factor (default 3x)."),
     ] = False,
 ) -> None:
-    """Scrape providers into the warehouse, rebuild the marts and write the feeds."""
-    started = time.perf_counter()
+    """Scrape providers into the warehouse, rebuild the marts and write the feeds.
+
+    With a Prefect API (PREFECT_API_URL, or `gpucost server start`) the refresh is a flow run there;
+    without one it runs the same steps in this process, without Prefect.
+    """
     from warehouse.pipeline import select_connectors
 
     if replay is not None and record is not None:
@@ -158,25 +204,15 @@ def refresh(
     if record is not None:
         _writable_dir(record, "record folder")
 
-    from flows.refresh import refresh as refresh_flow
-
-    try:
-        state = refresh_flow(
-            providers=names,
-            replay=str(replay) if replay else None,
-            record=str(record) if record else None,
-            accept_shrink=accept_shrink,
-            accept_changes=accept_changes,
-            return_state=True,
-        )
-        summary = state.result(raise_on_failure=False)
-    except (ValueError, WarehouseError) as exc:
-        raise _fail(str(exc)) from None
-    if isinstance(summary, BaseException):
-        if isinstance(summary, ValueError | WarehouseError):
-            raise _fail(str(summary)) from None
-        raise summary
-    total = time.perf_counter() - started
+    summary = _run_refresh(
+        names,
+        replay=str(replay) if replay else None,
+        record=str(record) if record else None,
+        accept_shrink=accept_shrink,
+        accept_changes=accept_changes,
+        settings=settings,
+    )
+    total = time.perf_counter() - STARTED
     _print_frame(
         [
             "provider",
@@ -208,10 +244,16 @@ def refresh(
     marts = ", ".join(f"{k} {v}" for k, v in summary.mart_rows.items() if k.startswith("marts."))
     console.print(f"marts: {marts}")
     console.print(f"feeds: {', '.join(summary.feeds) or 'none'}")
+    overhead = "Prefect start-up and teardown" if summary.runner == "prefect" else "imports and start-up"
     console.print(
-        f"wall {total:.1f}s = Prefect start-up and teardown {total - summary.pipeline_seconds:.1f}s"
-        f" + pipeline {summary.pipeline_seconds:.1f}s"
+        f"wall {total:.1f}s (the whole command) = pipeline {summary.pipeline_seconds:.1f}s"
+        f" + {overhead} {total - summary.pipeline_seconds:.1f}s; runner: {summary.runner}"
     )
+    if summary.runner == "local":
+        console.print(
+            "[dim]ran in-process without Prefect; for run tracking and schedules start a server with "
+            "`gpucost server start` (or set PREFECT_API_URL)[/]"
+        )
     if summary.mode == "replay":
         console.print(
             "[yellow]These prices are recorded sample data (replay), not live prices. "
@@ -419,6 +461,55 @@ def deploy(
             )
         elif done.returncode != 0:
             raise _fail(f"`{' '.join(step)}` failed (exit {done.returncode}); see its output above")
+
+
+server_app = typer.Typer(
+    help="A local Prefect server for run tracking and schedules (pid, URL and log under $GPUCOST_HOME).",
+    no_args_is_help=True,
+)
+app.add_typer(server_app, name="server")
+
+
+@server_app.command("start")
+def server_start(
+    port: Annotated[int | None, typer.Option(help="Port on 127.0.0.1 (default 4200, or a free one).")] = None,
+) -> None:
+    """Start a Prefect server in the background; later refreshes become flow runs there."""
+    from flows import server
+
+    home = Settings().home
+    try:
+        pid, url = server.start(home, port=port)
+    except RuntimeError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"Prefect server running (pid {pid}) at {url}; UI at {url.removesuffix('/api')}")
+    console.print(f"for deployments and workers: export PREFECT_API_URL={url}")
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop the managed Prefect server."""
+    from flows import server
+
+    stopped = server.stop(Settings().home)
+    console.print("Prefect server stopped" if stopped else "no managed Prefect server was running")
+
+
+@server_app.command("status")
+def server_status() -> None:
+    """Whether the managed Prefect server runs, where, and whether it answers."""
+    from flows import server
+
+    home = Settings().home
+    found = server.running(home)
+    if not found:
+        console.print(
+            "no managed Prefect server is running; refreshes run in-process (`gpucost server start`)"
+        )
+        raise typer.Exit(3)
+    pid, url = found
+    state = "healthy" if server.healthy(url) else "not answering"
+    console.print(f"Prefect server pid {pid} at {url}: {state}; log {server.files(home).log}")
 
 
 app.command()(cli_finetune.memory)
