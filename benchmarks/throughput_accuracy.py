@@ -7,7 +7,11 @@ Each row states the model, method, precision, optimizer, sequence length, micro-
 checkpointing, LoRA rank and targets, GPU (a gpus.csv name), GPU count, GPUs per node, the
 intra-node link, inter-node Gb/s, sharding, offload, framework and the measured tokens/s. It is
 read into a ModelSpec, a Job and an Accelerator by generic rules (`row_to_case`); nothing is
-looked up per row. Rows marked score=no are listed with their exclusion reason and left out of the
+looked up per row. What the columns leave to the stack is read from the stack's stated defaults:
+the AdamW implementation (`FUSED_OPTIMIZER_STACKS`), the hardware a source names that its `gpu`
+column could not (`HARDWARE_AS_STATED`), and, for padded batches, the padded length from the
+stated mean and maximum sample length (`padded_batch_length`); LoRA on q and v only where the
+notes say so. Rows marked score=no are listed with their exclusion reason and left out of the
 summary. The summary gives the share within ±35 %, median |error| and median bias, overall, by
 method and by GPU.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -24,11 +29,26 @@ from pathlib import Path
 
 from benchmarks.memory_accuracy import resolve_model
 from finetune import Accelerator, Job, ModelSpec, estimate_time
+from finetune.job import padded_batch_length
 from warehouse.finetune import has_p2p
 from warehouse.models import SEEDS_DIR, load_models
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured_throughput_calibration.csv"
 TOLERANCE_PCT = 35.0
+# Stacks whose AdamW runs as one fused kernel: torchtune's recipe configs set `fused: True` on
+# torch.optim.AdamW (its 70B offload row says "CPU offload with fused optimizer"); torchtitan's
+# `optimizer.implementation` defaults to "fused". Everything else gets torch's default, foreach.
+FUSED_OPTIMIZER_STACKS = ("torchtune", "torchtitan")
+# source → the gpus.csv row of the hardware the source itself describes, where the row's `gpu`
+# column names the nearest catalogue part. torchtitan-2024-12: "Each H100 GPU is equipped with
+# 96GB HBM2e with 2.4 TB/sec peak memory bandwidth ... We used the default 500W power limit";
+# "the actual peak TFLOPs number is between SXM and NVL" (benchmarks/llama3_h100_202412_torchtitan.md).
+HARDWARE_AS_STATED: dict[str, str] = {"torchtitan-2024-12": "H100-96GB-SXM"}
+# "batches padded to the longest sample (max 768)": the notes' statement of a padded dataset
+PADDED_MAX = re.compile(r"padded to the longest sample \(max (\d+)\)")
+# "LoRA r8 on q,v" / "LoRA r32 on q_proj,v_proj": the notes name the adapted projections where
+# the `lora_targets` column can only say "attention"
+QV_ONLY = re.compile(r"\bq(?:_proj)?,\s*v(?:_proj)?\b")
 
 
 @dataclass(frozen=True)
@@ -59,17 +79,18 @@ def _float(cell: str | None) -> float | None:
 
 def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[str, dict[str, str]]) -> Case:
     """One calibration row → (model, job, hardware), by the row's own columns."""
+    gpu_name = HARDWARE_AS_STATED.get(row["source"], row["gpu"])
     setup = (
         f"{row['model']} {row['method']} s={row['seq_len']} b={row['micro_batch']} "
-        f"{row['gpus']}× {row['gpu']} {row['sharding']}"
+        f"{row['gpus']}× {gpu_name} {row['sharding']}"
     )
     measured = float(row["tokens_per_s"])
-    base = Case(row["id"], setup, measured, method=row["method"], gpu_name=row["gpu"])
+    base = Case(row["id"], setup, measured, method=row["method"], gpu_name=gpu_name)
     if row["score"].strip().lower() == "no":
         return Case(**{**base.__dict__, "skip_reason": row["exclusion_reason"] or "score=no"})
-    spec = gpus.get(row["gpu"])
+    spec = gpus.get(gpu_name)
     if spec is None or not spec.get("bf16_tflops"):
-        return Case(**{**base.__dict__, "skip_reason": f"no dense bf16 TFLOPS for {row['gpu']} in gpus.csv"})
+        return Case(**{**base.__dict__, "skip_reason": f"no dense bf16 TFLOPS for {gpu_name} in gpus.csv"})
     try:
         model, _ = resolve_model(row["config"] or row["model"], None, models)
     except LookupError as exc:
@@ -79,16 +100,31 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
     loss = "chunked" if "chunked ce" in framework else "standard"
     known = ("adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit")
     optimizer = row["optimizer"] if row["optimizer"] in known else "adamw"
+    seq_len, micro_batch = int(row["seq_len"]), int(row["micro_batch"])
+    padding_efficiency = 1.0
+    padded = PADDED_MAX.search(row["notes"])
+    if padded:
+        # seq_len is the mean real length; the GPU computes the padded batch
+        padded_len = padded_batch_length(seq_len, int(padded.group(1)), micro_batch)
+        padding_efficiency = seq_len / padded_len
+        seq_len = round(padded_len)
     job = Job(
         method=row["method"],  # type: ignore[arg-type]
         precision=row["precision"],  # type: ignore[arg-type]
         optimizer=optimizer,  # type: ignore[arg-type]
-        seq_len=int(row["seq_len"]),
-        micro_batch=int(row["micro_batch"]),
-        # selective (per-op) checkpointing keeps the matmul outputs: no matmul is recomputed
-        grad_checkpointing=gc == "yes",
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        padding_efficiency=min(1.0, padding_efficiency),
+        grad_checkpointing=gc in ("yes", "selective"),
+        # the rows' "selective" is torchtitan's per-op policy (its train_configs: selective_ac_option 'op')
+        checkpoint_policy="selective" if gc == "selective" else "full",
+        optimizer_impl="fused" if framework.startswith(FUSED_OPTIMIZER_STACKS) else "foreach",
         lora_rank=int(row["lora_rank"] or 16),
-        lora_targets=(row["lora_targets"] or "all-linear"),  # type: ignore[arg-type]
+        lora_targets=(  # type: ignore[arg-type]
+            "qv"
+            if row["lora_targets"] == "attention" and QV_ONLY.search(row["notes"])
+            else (row["lora_targets"] or "all-linear")
+        ),
         loss=loss,  # type: ignore[arg-type]
         sharding=row["sharding"] or "none",  # type: ignore[arg-type]
         offload=row["offload"].strip().lower() == "yes",

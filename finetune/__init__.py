@@ -31,16 +31,21 @@ from finetune.cost import (
 )
 from finetune.job import (
     Attention,
+    CheckpointPolicy,
     FinetuneJob,
     Job,
     LoraTargets,
     Loss,
     Method,
     Optimizer,
+    OptimizerImpl,
+    OutsideModelError,
     Precision,
     Quant,
     Sharding,
     job_from_seed_row,
+    padded_batch_length,
+    require_data_parallel,
 )
 from finetune.memory import (
     GB,
@@ -66,6 +71,7 @@ __all__ = [
     "GB",
     "Accelerator",
     "Attention",
+    "CheckpointPolicy",
     "FinetuneJob",
     "Granularity",
     "Job",
@@ -75,6 +81,8 @@ __all__ = [
     "Method",
     "ModelSpec",
     "Optimizer",
+    "OptimizerImpl",
+    "OutsideModelError",
     "Precision",
     "Quant",
     "Sharding",
@@ -98,6 +106,8 @@ __all__ = [
     "model_from_seed_row",
     "model_states",
     "model_states_bytes",
+    "padded_batch_length",
+    "require_data_parallel",
     "run_cost",
     "trainable_params",
 ]

@@ -12,7 +12,9 @@ Precision = Literal["bf16-mixed", "bf16-pure"]
 Optimizer = Literal["adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"]
 Sharding = Literal["none", "zero2", "zero3"]
 Attention = Literal["flash", "eager"]
-LoraTargets = Literal["attention", "all-linear"]
+# qv: q_proj and v_proj (PEFT's default target_modules for Llama-style models, torchtune's
+# single-device LoRA recipes); attention: q, k, v, o; all-linear: attention and MLP.
+LoraTargets = Literal["qv", "attention", "all-linear"]
 # standard: the HF causal-LM loss (full b·s·V logits, upcast to fp32); chunked: torchtune's
 # CEWithChunkedOutputLoss (logits in chunks, fp32 one chunk at a time); fused: Liger /
 # Cut-Cross-Entropy / Unsloth (the logits are never materialized).
@@ -21,6 +23,18 @@ Loss = Literal["standard", "chunked", "fused"]
 # with double quantization (QLoRA's default, `bnb_4bit_use_double_quant=True`), or a GPTQ int4
 # checkpoint (group size 128, fp16 scales and packed zeros, as Qwen's Q-LoRA recipe uses).
 Quant = Literal["nf4", "nf4-dq", "gptq"]
+# What gradient checkpointing recomputes. full: HF / torchtune / torchtitan "full" — each layer keeps
+# only its input and reruns its whole forward in backward. selective: torchtitan's per-op policy
+# (torchtitan/parallelisms/parallelize_llama.py, `_custom_policy`: "Saves output of all compute ops,
+# except every second mm"): the SDPA output and every odd-numbered matmul output are kept, every
+# even-numbered matmul and all elementwise work are recomputed.
+CheckpointPolicy = Literal["full", "selective"]
+# How the AdamW update runs. foreach: torch.optim.AdamW's default on CUDA (foreach=None picks the
+# multi-tensor path, fused stays off unless asked): one memory pass per `_foreach_*` op. fused: one
+# kernel reads parameter, gradient and both moments once and writes them back (torch `fused=True`,
+# torchtune's configs `fused: True`, torchtitan's default `optimizer.implementation = "fused"`).
+# bitsandbytes' 8-bit and paged optimizers are one fused kernel whatever this says.
+OptimizerImpl = Literal["foreach", "fused"]
 
 # LoRA dropout by recipe when the job does not say: PEFT's LoraConfig and torchtune default to 0
 # (nn.Identity, no copy); the QLoRA reference scripts (artidoro/qlora scripts/finetune_guanaco_7b.sh)
@@ -58,6 +72,19 @@ class Job:
     # micro-batches per optimizer step: the optimizer step and DDP/ZeRO-2 gradient reduction run
     # once per `grad_accumulation` micro-steps
     grad_accumulation: int = 1
+    checkpoint_policy: CheckpointPolicy = "full"
+    optimizer_impl: OptimizerImpl = "foreach"
+    # gradient-norm clipping before the update (HF Trainer max_grad_norm=1.0, torchtitan max_norm=1.0)
+    grad_clip: bool = True
+    # Tensor / pipeline parallel degrees. The memory and time models are data-parallel only
+    # (ZeRO/FSDP sharding); anything above 1 is refused by them with `OutsideModelError`.
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    # Loading a full (unsharded) state dict into a ZeRO-3/FSDP model by gathering every parameter
+    # on each GPU (FSDP1's summon_full_params path): "caused all parameters to be gathered into
+    # each GPU, which can cause OOM" (Lightning-AI/pytorch-lightning PR #18190). False: meta-device
+    # init and rank-0 broadcast, one unit at a time (HF/Accelerate, torchtune, torchtitan).
+    full_state_dict_load: bool = False
 
     def __post_init__(self) -> None:
         if min(self.seq_len, self.micro_batch, self.lora_rank, self.grad_accumulation) < 1:
@@ -68,6 +95,8 @@ class Job:
             raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if not (math.isfinite(self.padding_efficiency) and 0.0 < self.padding_efficiency <= 1.0):
             raise ValueError(f"padding_efficiency must be in (0, 1], got {self.padding_efficiency}")
+        if min(self.tensor_parallel, self.pipeline_parallel) < 1:
+            raise ValueError("tensor_parallel and pipeline_parallel must be ≥ 1 (1 = not used)")
 
     @property
     def chunked_ce(self) -> bool:
@@ -79,6 +108,75 @@ class Job:
         if self.method == "full":
             return 0.0
         return DEFAULT_LORA_DROPOUT[self.method] if self.lora_dropout is None else self.lora_dropout
+
+
+class OutsideModelError(ValueError):
+    """The job asks for something the data-parallel memory/time model does not describe."""
+
+
+def require_data_parallel(job: Job) -> None:
+    """Refuse tensor / pipeline parallel jobs with one line that says what to do instead.
+
+    Tensor parallelism splits every matmul and adds two all-reduces of the activations per layer;
+    pipeline parallelism adds a bubble of (p−1)/m of the step (Narayanan et al. 2021,
+    arXiv:2104.04473, §2.2) and keeps m micro-batches of activations in flight. Neither is in
+    this model, so its figures would be wrong rather than approximate.
+    """
+    if job.tensor_parallel > 1 or job.pipeline_parallel > 1:
+        raise OutsideModelError(
+            f"tensor_parallel={job.tensor_parallel}, pipeline_parallel={job.pipeline_parallel}: the "
+            "model covers data parallelism only (none / zero2 / zero3 = DDP, ZeRO-2, ZeRO-3/FSDP); "
+            "estimate the same job with sharding='zero3' over the same GPUs instead"
+        )
+
+
+def _truncated_exponential_rate(mean_len: float, max_len: float) -> float:
+    """λ of the density ∝ exp(−λx) on [0, max_len] whose mean is `mean_len` (bisection).
+
+    That density is the maximum-entropy one for a stated mean on a bounded range: the least
+    assuming shape that honours the two figures a dataset card or a results file gives. λ < 0
+    when the mean is above max_len / 2, 0 (uniform) at max_len / 2.
+    """
+
+    def mean(lam: float) -> float:
+        if abs(lam * max_len) < 1e-9:
+            return max_len / 2
+        return 1 / lam - max_len / math.expm1(lam * max_len)
+
+    lo, hi = -100.0 / max_len, 100.0 / max_len
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if mean(mid) > mean_len:  # the mean falls as λ grows
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def padded_batch_length(mean_len: float, max_len: float, micro_batch: int) -> float:
+    """Expected padded length of a micro-batch padded to its longest sample.
+
+    Sample lengths follow the maximum-entropy law for the stated mean and maximum
+    (`_truncated_exponential_rate`); the padded length is the expected maximum of `micro_batch`
+    independent samples, E[max] = ∫₀ᴸ (1 − F(x)ᵇ) dx. Divide `mean_len` by it for the
+    `padding_efficiency` of a padded (unpacked) dataset.
+    """
+    if not (0 < mean_len < max_len) or micro_batch < 1:
+        raise ValueError(f"need 0 < mean_len < max_len and micro_batch ≥ 1, got {mean_len}, {max_len}")
+    lam = _truncated_exponential_rate(mean_len, max_len)
+
+    def cdf(x: float) -> float:
+        if abs(lam * max_len) < 1e-9:
+            return x / max_len
+        return math.expm1(-lam * x) / math.expm1(-lam * max_len)
+
+    steps = 2000  # Simpson's rule; the integrand is smooth, 2000 panels is exact to < 0.01 token
+    h = max_len / steps
+    total = 0.0
+    for i in range(steps + 1):
+        weight = 1 if i in (0, steps) else (4 if i % 2 else 2)
+        total += weight * (1 - cdf(i * h) ** micro_batch)
+    return total * h / 3
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from finetune.architecture import (
     layer_params,
     linear_params,
 )
-from finetune.job import Job, Optimizer, Precision, Sharding
+from finetune.job import Job, Optimizer, Precision, Sharding, require_data_parallel
 
 GB = 1e9
 
@@ -139,6 +139,8 @@ class MemoryBreakdown:
 def _lora_params_per_layer(m: ModelSpec, rank: int, targets: str) -> int:
     h, q_out, kv_out = m.hidden_size, m.attention_heads * m.head_dim_, m.kv_heads * m.head_dim_
     # LoRA on W (d_in→d_out) adds A (r×d_in) and B (d_out×r): r·(d_in + d_out) (Hu et al. 2021).
+    if targets == "qv":
+        return rank * ((h + q_out) + (h + kv_out))
     attn = rank * ((h + q_out) + 2 * (h + kv_out) + (q_out + h))
     if targets == "attention":
         return attn
@@ -293,6 +295,8 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
 def _adapted_linear_inputs(model: ModelSpec, job: Job) -> float:
     """Sum of d_in over the LoRA-adapted linears of one layer (what LoRA dropout copies)."""
     h = model.hidden_size
+    if job.lora_targets == "qv":
+        return float(2 * h)
     attn = 3 * h + model.attention_heads * model.head_dim_  # q, k, v read h; o reads a·d
     if job.lora_targets == "attention":
         return float(attn)
@@ -344,6 +348,19 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
     return float(norms + qkv_in + attn + mlp) + dropout
 
 
+def _selective_saved_bytes_per_token(model: ModelSpec) -> float:
+    """What torchtitan's selective per-op checkpointing keeps per token and layer (bf16).
+
+    The layer input (the checkpoint's own input, 2h), the outputs of the odd-numbered matmuls —
+    q (2·a·d) and v (2·kv·d), then gate (2I; fc1 for a plain MLP) — and the SDPA output (2·a·d;
+    its log-sum-exp is negligible). See `finetune.job.CheckpointPolicy`.
+    """
+    h, inter = model.hidden_size, model.intermediate_size
+    q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
+    experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
+    return float(2 * h + 2 * q + 2 * kv + 2 * q + experts * 2 * inter)
+
+
 def activation_bytes(model: ModelSpec, job: Job) -> float:
     """Activation bytes per GPU for one micro-batch at its peak (end of the forward pass).
 
@@ -354,6 +371,9 @@ def activation_bytes(model: ModelSpec, job: Job) -> float:
     tokens = job.seq_len * job.micro_batch
     per_layer = _layer_activation_bytes_per_token(model, job, job.seq_len) * tokens
     head = 8.0 * model.hidden_size * tokens
+    if job.grad_checkpointing and job.checkpoint_policy == "selective":
+        kept = _selective_saved_bytes_per_token(model) * tokens
+        return kept * model.layers + per_layer + head
     if job.grad_checkpointing:
         return 2.0 * model.hidden_size * tokens * model.layers + per_layer + head
     return per_layer * model.layers + head
@@ -369,7 +389,7 @@ def logits_bytes(model: ModelSpec, job: Job) -> float:
 
 def _optimizer_temporaries(model: ModelSpec, job: Job, n_gpus: int) -> float:
     """Bytes the optimizer step allocates on top of the states (foreach AdamW's sqrt(v))."""
-    if job.optimizer != "adamw" or job.offload:
+    if job.optimizer != "adamw" or job.offload or job.optimizer_impl != "foreach":
         return 0.0
     t = trainable_params(model, job)
     shard = max(1, n_gpus) if job.sharding != "none" else 1
@@ -381,6 +401,7 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     """Peak memory per GPU in GB for `job` data-parallel over `n_gpus` (sharded per job.sharding)."""
     if n_gpus < 1:
         raise ValueError(f"n_gpus must be ≥ 1, got {n_gpus}")
+    require_data_parallel(job)
     states = model_states(model, job, n_gpus)
     acts = activation_bytes(model, job)
     logits = logits_bytes(model, job)
@@ -391,7 +412,11 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     # load: the weights as stored (bitsandbytes quantizes one linear at a time on load: the
     # dequantization buffer in the weights covers it); FSDP materializes one decoder unit in bf16
     # before sharding it
-    unit_on_load = 2.0 * layer_params(model) if job.sharding == "zero3" and n_gpus > 1 else 0.0
+    sharded_load = job.sharding == "zero3" and n_gpus > 1
+    unit_on_load = 2.0 * layer_params(model) if sharded_load else 0.0
+    if sharded_load and job.full_state_dict_load:
+        # every parameter gathered on each GPU at once, in bf16, next to the GPU's own shard
+        unit_on_load = 2.0 * model.params
     load_allocated = states.weights + unit_on_load
     phases = {
         "load": load_allocated + context,

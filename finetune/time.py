@@ -24,9 +24,19 @@ so the launch floor only shows when the GPU work is shorter):
 * data-parallel communication over the link (NVLink, PCIe P2P, host-staged PCIe or the network):
   overlapped with compute when the GPUs talk peer to peer; added to it when they cannot (GeForce
   cards have no P2P: NCCL stages every transfer through host memory);
-* once per optimizer step (every `grad_accumulation` micro-steps): the optimizer update, memory
-  bound over parameter, gradient and state bytes; over PCIe for the part that is offloaded or, for
-  paged optimizers, paged out because it does not fit.
+* the loss over the vocabulary: the b·s·V logits are upcast, soft-maxed and differentiated by
+  elementwise kernels, bytes at memory bandwidth by loss (LOSS_BYTES_PER_LOGIT);
+* once per optimizer step (every `grad_accumulation` micro-steps): gradient clipping and the
+  optimizer update, memory bound over parameter, gradient and state bytes, one pass per kernel
+  (foreach AdamW runs eight, fused one); over PCIe for the part that is offloaded or, for paged
+  optimizers, paged out because it does not fit;
+* ZeRO-3/FSDP: the first unit's all-gather and the last unit's reduce-scatter of every step have
+  no compute to hide behind (FSDP prefetches one unit ahead): exposed on top of the overlap.
+
+Gradient checkpointing recomputes the decoder layers' forward (the head is outside them): all of
+it under the `full` policy; under torchtitan's `selective` per-op policy the even-numbered matmuls
+of each layer and its elementwise work, but not the attention core (its output is saved).
+Tensor / pipeline parallel jobs are refused (`require_data_parallel`).
 
 Throughput counts real tokens: T × padding_efficiency per micro-step.
 """
@@ -34,10 +44,17 @@ Throughput counts real tokens: T × padding_efficiency per micro-step.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from finetune.architecture import ModelSpec, linear_params, matmul_params
-from finetune.job import Job
+from finetune.architecture import (
+    ModelSpec,
+    _attention_params_per_layer,
+    _mlp_params_per_layer,
+    layer_params,
+    linear_params,
+    matmul_params,
+)
+from finetune.job import Job, require_data_parallel
 from finetune.memory import (
     GB,
     OPTIMIZER_STATE_BYTES,
@@ -97,6 +114,18 @@ FAST_FABRIC_GBPS = 400.0
 # When a GPU's memory bandwidth is unknown, assume H100 SXM's 295 dense FLOPs per byte
 # (989 TFLOPS / 3.35 TB/s), the most bandwidth-starved datacenter part in gpus.csv: never optimistic.
 FALLBACK_FLOPS_PER_BYTE = 989e12 / 3350e9
+# Bytes read + written per logit (b·s·V elements) by the loss, counted from the kernels each path
+# runs. standard (transformers' ForCausalLMLoss: `logits.float()` then F.cross_entropy) and
+# chunked (torchtune's CEWithChunkedOutputLoss: the same ops one chunk at a time): write the bf16
+# logits (2); upcast, read 2 write 4 (6); log_softmax, two reads for max and sum plus one write
+# (12); its backward reads the output and the incoming gradient and writes the input gradient
+# (12); the gradient cast back to bf16, read 4 write 2 (6) = 38. fused (Liger's
+# FusedLinearCrossEntropy, Cut-Cross-Entropy): each block of logits is written once in bf16 (2),
+# read twice (online softmax, then the in-place gradient, 4) and the gradient written (2) = 8.
+LOSS_BYTES_PER_LOGIT: dict[str, float] = {"standard": 38.0, "chunked": 38.0, "fused": 8.0}
+# Gemma 2's final soft-cap (tanh(x/30)·30) adds a forward and a backward elementwise pass over
+# the fp32 logits: read 4 write 4, each way.
+SOFTCAP_BYTES_PER_LOGIT = 16.0
 
 
 @dataclass(frozen=True)
@@ -138,16 +167,26 @@ class StepTime:
     optimizer_s: float
     comm_s: float
     overlapped: bool
+    loss_s: float = 0.0
+    # communication that nothing overlaps (FSDP's first all-gather and last reduce-scatter)
+    exposed_comm_s: float = 0.0
 
     @property
     def compute_s(self) -> float:
-        gpu = self.matmul_s + self.attention_s + self.elementwise_s + self.dequant_s + self.optimizer_s
+        gpu = (
+            self.matmul_s
+            + self.attention_s
+            + self.elementwise_s
+            + self.loss_s
+            + self.dequant_s
+            + self.optimizer_s
+        )
         return max(gpu, self.dispatch_s)
 
     @property
     def total_s(self) -> float:
         if self.overlapped:
-            return max(self.compute_s, self.comm_s)
+            return max(self.compute_s, self.comm_s) + self.exposed_comm_s
         return self.compute_s + self.comm_s
 
 
@@ -169,14 +208,45 @@ class TimeEstimate:
 
 
 def _passes(job: Job) -> tuple[int, int]:
-    """(passes over the weights that do matmul work, passes that need the frozen weights).
+    """(passes over all matmul weights, passes that need the frozen weights), recompute apart.
 
-    Forward and input gradient always; weight gradient for full fine-tuning; recompute with
-    gradient checkpointing.
+    Forward and input gradient always; weight gradient for full fine-tuning. Recompute covers the
+    decoder layers only and is added by `_recompute_params`.
     """
-    weight_passes = 2 + (1 if job.grad_checkpointing else 0)
+    weight_passes = 2
     flop_passes = weight_passes + (1 if job.method == "full" else 0)
     return flop_passes, weight_passes
+
+
+def _recomputed_matmul_params(model: ModelSpec) -> float:
+    """Matmul parameters of one layer that torchtitan's selective policy recomputes.
+
+    The policy counts aten.mm calls in execution order and recomputes every second one: q, k, v,
+    o, then gate, up, down (torchtitan's FeedForward runs w2(silu(w1(x)) · w3(x)): w1, w3, w2) —
+    k, o and up; for a plain MLP (q, k, v, o, fc1, fc2): k, o and fc2.
+    """
+    h, inter = model.hidden_size, model.intermediate_size
+    q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
+    experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
+    attention = h * kv + q * h  # k and o
+    mlp = h * inter if model.gated_mlp else inter * h  # up, or fc2
+    return float(attention + experts * mlp)
+
+
+def _recompute_params(model: ModelSpec, job: Job) -> float:
+    """Matmul parameters rerun per token by gradient checkpointing (decoder layers, not the head)."""
+    if not job.grad_checkpointing:
+        return 0.0
+    if job.checkpoint_policy == "selective":
+        return model.layers * _recomputed_matmul_params(model)
+    dense = _attention_params_per_layer(model) + _mlp_params_per_layer(model, active=True)
+    return float(model.layers * dense)
+
+
+def _attention_recompute(job: Job) -> int:
+    """Attention-core forwards rerun in backward: one under full recompute, none under selective
+    (the policy saves the SDPA output)."""
+    return 1 if job.grad_checkpointing and job.checkpoint_policy == "full" else 0
 
 
 def _attention_forward_flops_per_token(model: ModelSpec, job: Job) -> float:
@@ -189,16 +259,17 @@ def flops_per_token(model: ModelSpec, job: Job) -> float:
     """Hardware FLOPs per computed token (recompute included).
 
     Matmuls: 2N per pass (`_passes`), so 6N for full fine-tuning and 4N for LoRA (NeMo's LoRA
-    TFLOP/s match 4N), + 2N with gradient checkpointing; adapters 6 per adapter parameter.
-    Attention: forward 4·L·a·d·s (halved when causal FlashAttention skips masked blocks),
-    backward 2.5× forward, recompute + 1× forward.
+    TFLOP/s match 4N), + 2 per recomputed decoder parameter with gradient checkpointing (2N less
+    the head under the full policy); adapters 6 per adapter parameter. Attention: forward
+    4·L·a·d·s (halved when causal FlashAttention skips masked blocks), backward 2.5× forward,
+    full recompute + 1× forward.
     """
     flop_passes, _ = _passes(job)
     n = matmul_params(model)
     attn = _attention_forward_flops_per_token(model, job)
-    attn_total = attn * (1 + ATTENTION_BACKWARD_RATIO + (1 if job.grad_checkpointing else 0))
+    attn_total = attn * (1 + ATTENTION_BACKWARD_RATIO + _attention_recompute(job))
     adapters = 6.0 * trainable_params(model, job) if job.method != "full" else 0.0
-    return 2.0 * n * flop_passes + attn_total + adapters
+    return 2.0 * n * flop_passes + 2.0 * _recompute_params(model, job) + attn_total + adapters
 
 
 def model_flops_per_token(model: ModelSpec, job: Job) -> float:
@@ -231,7 +302,7 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
     residual = 2 * 6 * h
     total = float(norms + rotary + layout + act + residual)
     if job.method != "full":
-        linears = [(h, q), (h, kv), (h, kv), (q, h)]
+        linears = [(h, q), (h, kv)] if job.lora_targets == "qv" else [(h, q), (h, kv), (h, kv), (q, h)]
         if job.lora_targets == "all-linear":
             mlp = [(h, inter), (h, inter), (inter, h)] if model.gated_mlp else [(h, inter), (inter, h)]
             linears += mlp * experts
@@ -243,7 +314,7 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
 def _n_adapters(model: ModelSpec, job: Job) -> int:
     if job.method == "full":
         return 0
-    per_layer = 4
+    per_layer = 2 if job.lora_targets == "qv" else 4
     if job.lora_targets == "all-linear":
         experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
         per_layer += (3 if model.gated_mlp else 2) * experts
@@ -255,21 +326,43 @@ def _frozen_weight_read_bytes(model: ModelSpec, job: Job) -> float:
     return 2.0 * matmul_params(model)
 
 
-def _optimizer_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
-    """Bytes the optimizer update reads and writes on one GPU (its shard of the trained params).
+def optimizer_bytes_per_param(job: Job) -> float:
+    """Bytes gradient clipping and the optimizer update move per trained parameter.
 
-    Reads master weight, gradient and states, writes master weight and states; under mixed
-    precision it also writes the bf16 working copy (2 B).
+    With p = parameter (master) bytes, g = gradient bytes, s = one moment's bytes:
+    * fused (torch fused=True, every bitsandbytes optimizer): read p, g, m, v, write p, m, v:
+      2p + g + 4s;
+    * foreach (torch.optim.AdamW's default, `_multi_tensor_adamw` in torch/optim/adamw.py, torch
+      2.x): `_foreach_mul_(params)` for weight decay 2p, `_foreach_lerp_(exp_avgs, grads)` 2s + g,
+      `_foreach_mul_(exp_avg_sqs)` 2s, `_foreach_addcmul_(exp_avg_sqs, grads, grads)` 2s + g (the
+      same gradient twice is one DRAM read), `_foreach_sqrt` 2s, `_foreach_div_` 2s,
+      `_foreach_add_(eps)` 2s, `_foreach_addcdiv_(params, exp_avgs, denom)` 2p + 2s:
+      4p + 14s + 2g;
+    * full fine-tuning under bf16-mixed then writes the bf16 working copy from the fp32 master
+      (read 4, write 2: DeepSpeed's and FSDP1's copy after the step);
+    * clipping (`clip_grad_norm_`, foreach): the norm reads the gradients, the scaling reads and
+      writes them: 3g.
     """
-    t = trainable_params(model, job)
-    shard = n_gpus if job.sharding != "none" else 1
     mixed = job.precision == "bf16-mixed"
-    master = grad = 4.0 if mixed else 2.0
+    full = job.method == "full"
+    # fp32 master (or fp32 LoRA adapters, their own master) under bf16-mixed; bf16 under bf16-pure
+    p = g = 4.0 if mixed else 2.0
+    bnb = job.optimizer != "adamw"
     states = OPTIMIZER_STATE_BYTES[job.optimizer]
-    if job.optimizer == "adamw" and not mixed:
-        states /= 2  # bf16 m, v
-    per_param = (master + grad + states) + (master + states) + (2.0 if mixed else 0.0)
-    return per_param * t / shard
+    if not bnb and not mixed:
+        states /= 2  # torch keeps m, v in the parameter dtype (bf16)
+    s = states / 2
+    fused = bnb or job.optimizer_impl == "fused"
+    update = 2 * p + g + 4 * s if fused else 4 * p + 14 * s + 2 * g
+    copy = 6.0 if mixed and full else 0.0
+    clip = 3 * g if job.grad_clip else 0.0
+    return update + copy + clip
+
+
+def _optimizer_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
+    """Bytes the optimizer step reads and writes on one GPU (its shard of the trained params)."""
+    shard = n_gpus if job.sharding != "none" else 1
+    return optimizer_bytes_per_param(job) * trainable_params(model, job) / shard
 
 
 def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float:
@@ -302,19 +395,21 @@ def step_time(
     gpus_per_node: int | None = None,
 ) -> StepTime:
     """Seconds of one micro-step on one GPU (see the module docstring for each term)."""
+    require_data_parallel(job)
     tokens = job.seq_len * job.micro_batch
     peak = gpu.tflops * 1e12
     bw = gpu.bandwidth_bytes_per_s * STREAM_EFFICIENCY
     flop_passes, weight_passes = _passes(job)
     n = matmul_params(model)
-    gemm_flops = 2.0 * n * flop_passes * tokens
+    recompute = _recompute_params(model, job)
+    gemm_flops = (2.0 * n * flop_passes + 2.0 * recompute) * tokens
     if job.method != "full":
         gemm_flops += 6.0 * trainable_params(model, job) * tokens
-    weight_traffic = _frozen_weight_read_bytes(model, job) * flop_passes
+    weight_traffic = _frozen_weight_read_bytes(model, job) * flop_passes + 2.0 * recompute
     matmul_s = max(gemm_flops / (peak * gpu.gemm_efficiency), weight_traffic / bw)
 
     attn_fwd = _attention_forward_flops_per_token(model, job) * tokens
-    attn_flops = attn_fwd * (1 + ATTENTION_BACKWARD_RATIO + (1 if job.grad_checkpointing else 0))
+    attn_flops = attn_fwd * (1 + ATTENTION_BACKWARD_RATIO + _attention_recompute(job))
     attention_s = attn_flops / (peak * gpu.attention_efficiency)
     if job.attention == "eager":
         # scores, fp32 softmax and its bf16 copy written and read back, fwd and bwd: ~42 B per score
@@ -326,10 +421,17 @@ def step_time(
     elementwise *= fwd_passes + ELEMENTWISE_BACKWARD_RATIO
     elementwise_s = elementwise / bw
 
+    logit_bytes = LOSS_BYTES_PER_LOGIT[job.loss]
+    if model.final_logit_softcapping and job.loss != "fused":
+        logit_bytes += SOFTCAP_BYTES_PER_LOGIT
+    loss_s = logit_bytes * model.vocab_size * tokens / bw
+
     dequant_s = 0.0
     if job.method == "qlora":
         per_pass = linear_params(model) * (quantized_bytes_per_param(job) + 2.0)
-        dequant_s = per_pass * weight_passes / bw
+        # every recomputed layer dequantizes its weights again
+        passes = weight_passes + (1 if job.grad_checkpointing else 0)
+        dequant_s = per_pass * passes / bw
 
     ops_fwd = OPS_PER_LAYER_FORWARD * model.layers + OPS_PER_ADAPTER * _n_adapters(model, job)
     dispatch_s = ops_fwd * (fwd_passes + BACKWARD_OPS_RATIO) * DISPATCH_SECONDS_PER_OP
@@ -342,15 +444,39 @@ def step_time(
         optimizer_s += 2.0 * weights / n_gpus / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
 
     comm_bytes = _comm_bytes_per_micro_step(model, job, n_gpus)
+    exposed_comm_s = 0.0
     if comm_bytes == 0:
         comm_s = 0.0
     elif link_bytes_per_s is None or link_bytes_per_s <= 0:
         comm_s = math.inf
     else:
-        comm_s = comm_bytes / (link_bytes_per_s * COMM_EFFICIENCY)
+        link = link_bytes_per_s * COMM_EFFICIENCY
+        comm_s = comm_bytes / link
+        if job.sharding == "zero3" and overlapped:
+            exposed_comm_s = _exposed_unit_bytes(model, job, n_gpus) / link
     return StepTime(
-        matmul_s, attention_s, elementwise_s, dequant_s, dispatch_s, optimizer_s, comm_s, overlapped
+        matmul_s,
+        attention_s,
+        elementwise_s,
+        dequant_s,
+        dispatch_s,
+        optimizer_s,
+        comm_s,
+        overlapped,
+        loss_s=loss_s,
+        exposed_comm_s=exposed_comm_s,
     )
+
+
+def _exposed_unit_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
+    """Bytes of the collectives nothing overlaps under ZeRO-3/FSDP: one decoder unit's all-gather
+    before the first forward (nothing runs before it) and its gradient reduce-scatter after the
+    last backward (the optimizer waits for it), ring factor (N−1)/N."""
+    ring = (n_gpus - 1) / n_gpus
+    unit = layer_params(model)
+    gathered = 2.0 * unit if job.method == "full" else _frozen_weight_bytes(model, job) / model.layers
+    grads = 2.0 * unit if job.method == "full" else 0.0
+    return ring * (gathered + grads)
 
 
 def _pcie_bytes_per_s(gpu: Accelerator) -> float:
@@ -370,10 +496,12 @@ def _optimizer_step_seconds(
     t = trainable_params(model, job) / shard
     if job.offload:
         # gradients down and weights up over PCIe, and the update itself on the host, where all
-        # of the node's shards share the host memory bandwidth
+        # of the node's shards share the host memory bandwidth; host optimizers (DeepSpeedCPUAdam,
+        # torch's fused CPU AdamW) update in one pass
         pcie = 4.0 * t / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
         node_gpus = min(n_gpus, max(1, n_gpus if gpus_per_node is None else gpus_per_node))
-        host = _optimizer_bytes(model, job, n_gpus) * node_gpus / (HOST_MEMORY_GBYTES_PER_S * 1e9)
+        host_job = replace(job, optimizer_impl="fused")
+        host = _optimizer_bytes(model, host_job, n_gpus) * node_gpus / (HOST_MEMORY_GBYTES_PER_S * 1e9)
         return pcie + host
     seconds = _optimizer_bytes(model, job, n_gpus) / (gpu.bandwidth_bytes_per_s * STREAM_EFFICIENCY)
     if job.optimizer.startswith("paged") and gpu.vram_gb:

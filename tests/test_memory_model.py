@@ -121,3 +121,57 @@ def test_foreach_adamw_temporaries_can_set_the_peak() -> None:
     tiny = replace(tiny, params=p, active_params=p)
     b = memory_per_gpu(tiny, Job(method="full", seq_len=16, micro_batch=1))
     assert b.peak_phase == "optimizer"
+
+
+# --- second pass: checkpoint policy, optimizer implementation, load phase ----------------------
+
+
+def test_selective_checkpointing_keeps_more_than_full_and_less_than_none() -> None:
+    from dataclasses import replace
+
+    from finetune import Job, activation_bytes
+    from warehouse.models import load_models
+
+    m = load_models()["meta-llama/Llama-3.1-8B"]
+    none = Job(method="full", seq_len=8192, micro_batch=2, grad_checkpointing=False)
+    full = replace(none, grad_checkpointing=True)
+    selective = replace(full, checkpoint_policy="selective")
+    assert activation_bytes(m, full) < activation_bytes(m, selective) < activation_bytes(m, none)
+
+
+def test_fused_adamw_has_no_foreach_temporary() -> None:
+    from dataclasses import replace
+
+    from finetune import Job, memory_per_gpu
+    from warehouse.models import load_models
+
+    m = load_models()["meta-llama/Llama-3.2-1B"]
+    job = Job(method="full", seq_len=128, micro_batch=1)
+    foreach = dict(memory_per_gpu(m, job).phases_gb)["optimizer"]
+    fused = dict(memory_per_gpu(m, replace(job, optimizer_impl="fused")).phases_gb)["optimizer"]
+    # foreach's sqrt(v) is one fp32 state-sized tensor list: 4 B per parameter
+    assert foreach - fused == pytest.approx(4 * m.params / 1e9)
+
+
+def test_full_state_dict_load_holds_the_whole_bf16_model_on_each_gpu() -> None:
+    from dataclasses import replace
+
+    from finetune import Job, memory_per_gpu
+    from warehouse.models import load_models
+
+    m = load_models()["meta-llama/Llama-3.1-70B"]
+    # LoRA: the sharded frozen base is small per GPU, so the gathered load decides the peak
+    job = Job(method="lora", sharding="zero3", seq_len=2048, micro_batch=1)
+    streamed = dict(memory_per_gpu(m, job, 8).phases_gb)["load"]
+    gathered = memory_per_gpu(m, replace(job, full_state_dict_load=True), 8)
+    assert dict(gathered.phases_gb)["load"] > 2 * m.params / 1e9 > streamed
+    assert gathered.peak_phase == "load"
+
+
+def test_peft_default_q_v_targets_match_peft_trainable_params() -> None:
+    from finetune import Job, trainable_params
+    from warehouse.models import load_models
+
+    # PEFT prints "trainable params: 4,194,304" for Llama-2-7B with r=8 on q_proj, v_proj
+    m = load_models()["meta-llama/Llama-2-7b-hf"]
+    assert trainable_params(m, Job(method="lora", lora_rank=8, lora_targets="qv")) == 4_194_304

@@ -104,3 +104,79 @@ def test_small_steps_hit_the_dispatch_floor() -> None:
 def test_tokens_must_be_positive_and_finite(tokens: float) -> None:
     with pytest.raises(ValueError, match="tokens"):
         estimate_time(LLAMA_8B, Job(), tokens, 1, 1, 989.0, None, None)
+
+
+# --- per-step costs added with the second pass -------------------------------------------------
+
+
+def test_selective_checkpointing_recomputes_the_even_matmuls_and_no_attention() -> None:
+    none = Job(method="full", seq_len=8192, micro_batch=2, grad_checkpointing=False)
+    selective = replace(none, grad_checkpointing=True, checkpoint_policy="selective")
+    full = replace(selective, checkpoint_policy="full")
+    m = LLAMA_8B
+    # torchtitan's op policy reruns every second mm of a layer: k, o and up (w1, w3, w2 order)
+    even = m.hidden_size * 1024 + 4096 * 4096 + 4096 * 14336
+    extra = flops_per_token(m, selective) - flops_per_token(m, none)
+    assert extra == pytest.approx(2 * m.layers * even)
+    assert flops_per_token(m, none) < flops_per_token(m, selective) < flops_per_token(m, full)
+    s_step = step_time(m, selective, H100, 1, None, True)
+    n_step = step_time(m, none, H100, 1, None, True)
+    assert s_step.attention_s == pytest.approx(n_step.attention_s)  # the SDPA output is saved
+    assert s_step.elementwise_s > n_step.elementwise_s  # elementwise work is recomputed
+
+
+def test_foreach_adamw_moves_more_bytes_than_fused() -> None:
+    from finetune.time import optimizer_bytes_per_param
+
+    pure = Job(method="full", precision="bf16-pure", grad_clip=False)
+    # bf16 p = g = s = 2: fused reads p, g, m, v and writes p, m, v; foreach runs 8 kernels
+    assert optimizer_bytes_per_param(replace(pure, optimizer_impl="fused")) == 2 * 2 + 2 + 4 * 2
+    assert optimizer_bytes_per_param(pure) == 4 * 2 + 14 * 2 + 2 * 2
+    # clipping reads the gradients for the norm, then reads and writes them to scale them
+    assert optimizer_bytes_per_param(replace(pure, grad_clip=True)) == 40 + 3 * 2
+    # bitsandbytes optimizers are one fused kernel whatever the job says
+    eight = replace(pure, optimizer="adamw8bit")
+    fused_eight = replace(eight, optimizer_impl="fused")
+    assert optimizer_bytes_per_param(eight) == optimizer_bytes_per_param(fused_eight)
+
+
+def test_the_loss_pass_scales_with_the_vocabulary_and_fused_loss_is_cheaper() -> None:
+    job = Job(method="lora", seq_len=1024, micro_batch=2)
+    standard = step_time(LLAMA_8B, job, H100, 1, None, True)
+    fused = step_time(LLAMA_8B, replace(job, loss="fused"), H100, 1, None, True)
+    wide = step_time(replace(LLAMA_8B, vocab_size=2 * LLAMA_8B.vocab_size), job, H100, 1, None, True)
+    assert 0 < fused.loss_s < standard.loss_s
+    assert wide.loss_s == pytest.approx(2 * standard.loss_s)
+
+
+def test_fsdp_exposes_one_units_all_gather_and_reduce_scatter() -> None:
+    job = Job(method="full", sharding="zero3", seq_len=2048, micro_batch=1)
+    t = _time(LLAMA_8B, job, H100, n=8, intra=450 * 8)
+    assert t.step is not None and t.step.exposed_comm_s > 0
+    assert t.step.total_s == pytest.approx(max(t.step.compute_s, t.step.comm_s) + t.step.exposed_comm_s)
+    # the exposed part is one unit's worth, a small share of the step's whole traffic
+    assert t.step.exposed_comm_s < t.step.comm_s / LLAMA_8B.layers * 2
+
+
+@pytest.mark.parametrize("parallel", [{"tensor_parallel": 8}, {"pipeline_parallel": 4}])
+def test_tensor_and_pipeline_parallel_are_refused_with_a_way_out(parallel: dict[str, int]) -> None:
+    from finetune import OutsideModelError, memory_per_gpu
+
+    job = Job(method="full", sharding="zero3", **parallel)  # type: ignore[arg-type]
+    with pytest.raises(OutsideModelError, match="sharding='zero3'"):
+        _time(LLAMA_8B, job, H100, n=8, intra=450 * 8)
+    with pytest.raises(OutsideModelError, match="data parallelism only"):
+        memory_per_gpu(LLAMA_8B, job, 8)
+
+
+def test_padded_batch_length_follows_the_stated_mean_and_maximum() -> None:
+    from finetune import padded_batch_length
+
+    # one sample per batch is never padded
+    assert padded_batch_length(210, 768, 1) == pytest.approx(210, rel=1e-6)
+    # mean = max/2 is the uniform law: E[max of 2] = 2/3 of the range
+    assert padded_batch_length(384, 768, 2) == pytest.approx(512, rel=1e-4)
+    lengths = [padded_batch_length(210, 768, b) for b in (1, 2, 4, 8, 64)]
+    assert lengths == sorted(lengths) and lengths[-1] < 768
+    with pytest.raises(ValueError):
+        padded_batch_length(800, 768, 4)
