@@ -4,13 +4,17 @@
     gpucost memory --model Qwen/Qwen3-8B --method lora      # any Hugging Face id
     gpucost memory --config path/to/config.json --method full --sharding zero3 --gpus 8
     gpucost estimate --model Llama-3.1-70B --method lora --tokens 50M [--spot] [--max-nodes 2]
+    gpucost estimate --model Llama-3.1-8B --offer-gpu H100 --provider runpod,aws --spot-only [--all]
     gpucost estimate --model Llama-3.1-8B --gpu H100-SXM --gpus 8 [--nodes 2] [--price-per-gpu-hour 2.5]
     gpucost models
 
 `memory` and `estimate --gpu` need no warehouse. Plain `estimate` reads marts.gpu_offers read-only
 and prices the job on every current offer with `warehouse.finetune.cost_frame`, the same code that
 builds marts.finetune_costs. By default it ranks on-demand offers; `--spot` adds spot offers (their
-expected cost includes the work lost to interruptions), ranked together by cost.
+expected cost includes the work lost to interruptions), ranked together by cost. The filters of
+`gpucost prices` (flows/cli_prices.py; `--offer-gpu` for its `--gpu`) narrow the offers, and
+`warehouse.answers.frontier` folds those neither faster nor cheaper than another of the same
+provider, GPU and pricing type (`--all` shows them).
 
 `--model` takes a seeded model (llm_models.csv, by id or unique suffix; Instruct / chat / -it
 variants resolve to their base) or any Hugging Face id, whose config.json comes from the local HF
@@ -26,6 +30,7 @@ import json
 import math
 import re
 from dataclasses import asdict
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, get_args
@@ -54,8 +59,21 @@ from finetune import (
     trainable_params,
 )
 from finetune.placement import USABLE_VRAM_FRACTION, MemoryTable, place
+from flows.cli_prices import (
+    FILTERS,
+    GpuFilterHelp,
+    MaxPriceOpt,
+    MinVramOpt,
+    ProviderOpt,
+    RegionOpt,
+    fetched_line,
+    format_age,
+    make_filters,
+    source_text,
+)
 from flows.hf_configs import ConfigNotFound, resolve_config
 from flows.output import console, err
+from warehouse.answers import OFFER_KEY, OfferFilters, check_filters, current_offers, frontier
 from warehouse.db import WarehouseError, open_reader
 from warehouse.finetune import cost_frame, has_p2p, read_offers
 from warehouse.hardware import GpuSpec, HardwareCatalog
@@ -356,9 +374,34 @@ def estimate(
     price_per_gpu_hour: Annotated[
         float | None, typer.Option(min=0.0, help="With --gpu: USD per GPU-hour, for a cost.")
     ] = None,
+    offer_gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--offer-gpu",
+            metavar="NAMES",
+            rich_help_panel=FILTERS,
+            help=GpuFilterHelp,
+        ),
+    ] = None,
+    provider: ProviderOpt = None,
+    region: RegionOpt = None,
+    min_vram: MinVramOpt = None,
+    max_price: MaxPriceOpt = None,
+    spot_only: Annotated[
+        bool, typer.Option("--spot-only", rich_help_panel=FILTERS, help="Only spot offers.")
+    ] = False,
+    show_all: Annotated[
+        bool,
+        typer.Option(
+            "--all", rich_help_panel=FILTERS, help="Also show offers folded off the time/cost frontier."
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rank current offers by what this fine-tuning run would cost, or estimate on stated hardware (--gpu)."""
+    """Rank current offers by what this fine-tuning run would cost, or estimate on stated hardware (--gpu).
+
+    Per provider, GPU and pricing type, an offer neither faster nor cheaper than another is folded.
+    """
     spec = _model(model, config)
     # sharding is chosen per offer (none → zero2 → zero3); offload rules out `none`
     job = _job(
@@ -380,7 +423,13 @@ def estimate(
     )
     dataset_tokens = parse_tokens(tokens)
     fjob = FinetuneJob("adhoc", spec.model_id, job, int(dataset_tokens), epochs)
+    filters = make_filters(offer_gpu, provider, region, min_vram, True if spot_only else None, max_price)
     if gpu is not None:
+        if filters != OfferFilters():
+            raise _fail(
+                f"{filters.describe()} filter current offers, and --gpu estimates on stated hardware "
+                "without any; drop one (--offer-gpu is the GPU filter)"
+            )
         _estimate_on_hardware(spec, fjob, gpu, gpus, nodes, inter_node_gbps, price_per_gpu_hour, as_json)
         return
     try:
@@ -389,8 +438,14 @@ def estimate(
         raise _fail(str(exc)) from None
     if banner:  # stderr, so --json output stays parseable
         err.print(f"[yellow]{banner}[/]")
+    spot = spot or spot_only
+    now = datetime.now(UTC)
     try:
         offers = read_offers(con)
+        check_filters(con, filters)
+        # price age, source details and spot bands of the offers that pass the filters
+        details = current_offers(con, filters, now).select([*OFFER_KEY, *_DETAILS])
+        offers = offers.join(details.select(OFFER_KEY), on=list(OFFER_KEY), how="semi", nulls_equal=True)
         if not spot:
             offers = offers.filter(~offers["is_spot"])
         rows = cost_frame(con, [fjob], {spec.model_id: spec}, offers, max_nodes=max_nodes, max_gpus=None)
@@ -400,37 +455,71 @@ def estimate(
         con.close()
     if rows.is_empty():
         kind = "" if spot else "on-demand "
+        if filters != OfferFilters():
+            raise _fail(f"no current {kind}offers match {filters.describe()}; loosen a filter")
         raise _fail(f"no current {kind}offers in the warehouse; run `gpucost refresh`")
-    priced = rows.filter(rows["priced"]).sort(["cost_usd", "estimated_hours", "provider", "instance_type"])
+    order = ["cost_usd", "estimated_hours", "provider", "instance_type"]
+    priced = rows.filter(rows["priced"])
     if priced.is_empty():
         raise _fail(_nothing_priced(rows, max_nodes))
-    ranked = priced.head(top)
+    marked = frontier(priced)
+    folded = marked.height - int(marked["on_frontier"].sum())
+    shown = (marked if show_all else marked.filter(marked["on_frontier"])).sort(order)
+    ranked = shown.head(top).join(details, on=list(OFFER_KEY), how="left", nulls_equal=True).sort(order)
     if as_json:
         _print_json(ranked.to_dicts())
         return
     fitting = rows.filter(rows["fits"]).height
+    wide = console.width >= WIDE_TABLE
     table = Table(
         box=box.SIMPLE_HEAD,
         pad_edge=False,
+        # narrow terminals: two spaces between columns, not three, leave the offer room to read
+        padding=(0, 1) if wide else (0, 1, 0, 0),
+        show_edge=wide,
         title=(
             f"{spec.model_id} {job.method}, {fjob.train_tokens / 1e6:,.0f}M tokens: "
             f"{priced.height} priced of {rows.height} {'' if spot else 'on-demand '}offers"
         ),
-        caption=(
-            f"{fitting - priced.height} more fit but are not priced (no bf16 TFLOPS, or multi-node "
-            "without fast fabric); see marts.finetune_costs.unpriced_reason"
-            if fitting > priced.height
-            else None
-        ),
+        caption="\n".join(
+            note
+            for note in (
+                _folded_note(folded, show_all),
+                f"{fitting - priced.height} more fit but are not priced (no bf16 TFLOPS, or multi-node "
+                "without fast fabric); see marts.finetune_costs.unpriced_reason"
+                if fitting > priced.height
+                else "",
+                "interrupt.: the spot interruption rate assumed (AWS Spot Advisor band per month, "
+                "or ~ a default per spot kind per hour)"
+                if ranked["is_spot"].any()
+                else "",
+            )
+            if note
+        )
+        or None,
     )
     table.add_column("offer (region)", overflow="fold")
     table.add_column("GPUs", overflow="fold")
     for column in ("sharding", "GB/GPU", "hours", "on-dem. $", "spot $", "$/M tok"):
         table.add_column(column, justify="left" if column == "sharding" else "right", no_wrap=True)
+    # price source, age and the spot band get columns of their own where the terminal is wide
+    # enough, else a dim second line under the offer
+    with_spot = bool(ranked["is_spot"].any())
+    if wide:
+        table.add_column("price", no_wrap=True)
+        if with_spot:
+            table.add_column("interrupt.", no_wrap=True)
     for r in ranked.iter_rows(named=True):
         nodes = f"{r['nodes_used']}×{r['gpus_per_node']}" if r["multi_node"] else str(r["gpus_used"])
-        table.add_row(
-            f"{r['provider']} {r['instance_type']} ({r['region']})",
+        price = source_text(r["price_source"], r["price_statistic"])
+        price += f"{' from' if r['price_is_from'] else ''} {format_age(r['price_age_hours'])}"
+        band = interruption_band(r)
+        offer = f"{r['provider']} {r['instance_type']} ({r['region']})"
+        offer += "" if r["on_frontier"] else " (folded)"
+        if not wide:
+            offer += f"\n[dim]{price}{', interrupt. ' + band if band else ''}[/]"
+        cells = [
+            offer,
             f"{nodes}× {r['gpu_name']}",
             r["sharding"],
             f"{r['total_gb']:.1f}",
@@ -438,8 +527,49 @@ def estimate(
             _money(r["on_demand_cost_usd"]),
             _money(r["expected_spot_cost_usd"]),
             f"{r['usd_per_million_tokens']:,.3f}",
-        )
+        ]
+        if wide:
+            cells += [price, *([band] if with_spot else [])]
+        table.add_row(*cells, style=None if r["on_frontier"] else "dim")
     console.print(table)
+    console.print(fetched_line(ranked, banner, now), highlight=False)
+
+
+# a console this wide shows price source, age and spot band as columns
+WIDE_TABLE = 140
+# the estimate's extra columns, from warehouse.answers.current_offers
+_DETAILS = (
+    "price_statistic",
+    "price_is_from",
+    "price_since",
+    "last_seen_at",
+    "price_age_hours",
+    "interruption_rate_min",
+    "interruption_rate_max",
+)
+
+
+def _folded_note(folded: int, show_all: bool) -> str:
+    if not folded:
+        return ""
+    what = "shown, marked (folded)" if show_all else "folded (--all shows them)"
+    return (
+        f"{folded} offer(s) neither faster nor cheaper than another of the same provider, GPU and "
+        f"pricing type: {what}"
+    )
+
+
+def interruption_band(row: dict[str, Any]) -> str:
+    """The spot interruption rate an estimate assumed: AWS' Spot Advisor band ("5–10%/mo") where the
+    offer has one, else the default for its spot kind ("~0.05/h"); empty for on-demand."""
+    if not row["is_spot"]:
+        return ""
+    low, high = row.get("interruption_rate_min"), row.get("interruption_rate_max")
+    if row.get("interruption_source") == "spot_advisor_band" and low is not None and high is not None:
+        # the top band is "> 20%", stored as 0.2–1.0
+        return f">{low:.0%}/mo" if high >= 1 else f"{low:.0%}–{high:.0%}/mo"
+    rate = row.get("interruptions_per_hour")
+    return "" if rate is None else f"~{rate / max(row['nodes_used'] or 1, 1):.2g}/h"
 
 
 def _money(value: float | None) -> str:

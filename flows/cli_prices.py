@@ -1,0 +1,400 @@
+"""`gpucost prices` and `gpucost history`: current and past prices, filtered, with their freshness.
+
+    gpucost prices [--gpu H100] [--provider aws,runpod] [--region 'us-*'] [--min-vram 80]
+                   [--spot | --on-demand] [--max-price 3] [--json | --csv]
+    gpucost history --gpu H100 [--provider runpod] [--since 30d] [--json | --csv]
+
+The queries are warehouse/answers.py; this module parses options and draws. Every answer says when
+its prices were fetched: a table ends with the line; JSON and CSV rows carry `last_seen_at` (or
+their interval); the sample-data banner of `open_reader()` goes to stderr in every format.
+
+The filter options are shared with `gpucost estimate` (flows/cli_finetune.py), which calls its GPU
+filter `--offer-gpu` because its `--gpu` already means "estimate on this stated hardware".
+Registered on the app in flows/cli.py: `app.command()(cli_prices.prices)`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import duckdb
+import polars as pl
+import typer
+from rich import box
+from rich.table import Table
+
+from flows.output import console, err
+from warehouse import answers
+from warehouse.answers import OfferFilters, split_list
+from warehouse.db import WarehouseError, open_reader
+
+# --- options shared with `gpucost estimate` ------------------------------------------------------
+
+FILTERS = "Which offers"
+GpuFilterHelp = "GPUs or families, comma-separated: H100 is H100-SXM, -PCIe and -NVL."
+ProviderOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--provider",
+        metavar="SLUGS",
+        rich_help_panel=FILTERS,
+        help="Providers, comma-separated (aws,runpod).",
+    ),
+]
+RegionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--region",
+        metavar="NAMES",
+        rich_help_panel=FILTERS,
+        help="Regions, comma-separated; globs work ('us-*').",
+    ),
+]
+MinVramOpt = Annotated[
+    float | None,
+    typer.Option("--min-vram", metavar="GB", rich_help_panel=FILTERS, min=0.0, help="Least VRAM per GPU."),
+]
+MaxPriceOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-price", metavar="USD", rich_help_panel=FILTERS, min=0.0, help="Most USD per GPU-hour."
+    ),
+]
+SpotOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--spot/--on-demand", rich_help_panel=FILTERS, help="Only spot, or only on-demand (default: both)."
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV rows instead of a table.")]
+
+SPARK = "▁▂▃▄▅▆▇█"
+GAP = "·"
+STATISTIC_LABEL = {"weighted_average": "w.avg"}
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def make_filters(
+    gpu: str | None = None,
+    provider: str | None = None,
+    region: str | None = None,
+    min_vram: float | None = None,
+    spot: bool | None = None,
+    max_price: float | None = None,
+) -> OfferFilters:
+    """The options as `OfferFilters` (comma-separated lists split)."""
+    return OfferFilters(
+        gpus=split_list(gpu),
+        providers=tuple(p.lower() for p in split_list(provider)),
+        regions=split_list(region),
+        min_vram_gb=min_vram,
+        spot=spot,
+        max_usd_per_gpu_hour=max_price,
+    )
+
+
+def open_answers() -> tuple[duckdb.DuckDBPyConnection, str | None]:
+    """The read-only warehouse; its sample-data banner is printed to stderr, and returned."""
+    try:
+        con, banner = open_reader()
+    except WarehouseError as exc:
+        raise _fail(str(exc)) from None
+    if banner:
+        err.print(f"[yellow]{banner}[/]")
+    return con, banner
+
+
+# --- formatting ---------------------------------------------------------------------------------
+
+
+def format_age(hours: float | None) -> str:
+    """3 h → "3h", 50 h → "2d"; under a minute "now"."""
+    if hours is None:
+        return ""
+    minutes = hours * 60
+    for limit, unit, size in ((60, "m", 1), (48 * 60, "h", 60), (60 * 24 * 60, "d", 24 * 60)):
+        if minutes < limit:
+            return "now" if minutes < 1 else f"{minutes / size:.0f}{unit}"
+    return f"{minutes / (30 * 24 * 60):.0f}mo"
+
+
+def fetched_line(frame: pl.DataFrame, banner: str | None, now: datetime) -> str:
+    """ "live prices fetched 2026-12-01 09:25 UTC (3m ago)", or a range when rows differ."""
+    oldest, newest = answers.fetched_between(frame)
+    kind = "sample prices (replay cassette, not live)" if banner else "live prices"
+    if oldest is None or newest is None:
+        return f"{kind}: none shown"
+    if f"{oldest:%Y-%m-%d %H:%M}" == f"{newest:%Y-%m-%d %H:%M}":
+        when = f"{newest:%Y-%m-%d %H:%M} UTC"
+    else:
+        when = f"between {oldest:%Y-%m-%d %H:%M} and {newest:%Y-%m-%d %H:%M} UTC"
+    age = format_age((now - newest).total_seconds() / 3600)
+    return f"{kind} fetched {when} ({age} ago)" if age != "now" else f"{kind} fetched {when} (just now)"
+
+
+def price_text(value: float | None, is_from: bool) -> str:
+    """A price to the cent (3 significant digits under 10 cents); a "from $X" page price is "≥X"."""
+    if value is None:
+        return ""
+    text = f"{value:,.2f}" if value >= 0.1 else f"{value:.3g}"
+    return f"≥{text}" if is_from else text
+
+
+def source_text(price_source: str, statistic: str | None) -> str:
+    """ "list", "market p10", "estimated": how real the price is, and which market statistic."""
+    if not statistic:
+        return price_source
+    return f"{price_source} {STATISTIC_LABEL.get(statistic, statistic)}"
+
+
+def gpus_text(count: float, interconnect: str | None) -> str:
+    """ "8×NVSwitch", "1×", "0.5×" (a fractional GPU)."""
+    n = f"{count:g}×"
+    return f"{n}{interconnect}" if interconnect and interconnect != "none" and count > 1 else n
+
+
+def sparkline(values: Sequence[float | None]) -> str:
+    """One character per value, scaled between the series' own lowest and highest; a gap where the
+    series had no offer (·); a flat series draws at mid height."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return GAP * len(values)
+    low, high = min(present), max(present)
+    if high - low < 1e-12:
+        return "".join(GAP if v is None else SPARK[3] for v in values)
+    top = len(SPARK) - 1
+    return "".join(GAP if v is None else SPARK[round((v - low) / (high - low) * top)] for v in values)
+
+
+def _json_value(value: object) -> object:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def _print_rows(frame: pl.DataFrame, as_json: bool) -> None:
+    if as_json:
+        console.out(json.dumps(frame.to_dicts(), indent=2, default=_json_value), highlight=False)
+    else:
+        sys.stdout.write(frame.write_csv())
+
+
+# --- gpucost prices -------------------------------------------------------------------------------
+
+PRICE_COLUMNS = (
+    "gpu_name",
+    "vram_gb",
+    "provider",
+    "pricing_type",
+    "is_spot",
+    "price_usd_per_gpu_hour",
+    "price_usd_per_hour",
+    "price_is_from",
+    "gpu_count",
+    "intra_node_interconnect",
+    "price_source",
+    "price_statistic",
+    "instance_type",
+    "region",
+    "zone",
+    "offers",
+    "min_gpu_count",
+    "max_gpu_count",
+    "price_since",
+    "last_seen_at",
+    "price_age_hours",
+)
+
+
+def prices(
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", metavar="NAMES", rich_help_panel=FILTERS, help=GpuFilterHelp)
+    ] = None,
+    provider: ProviderOpt = None,
+    region: RegionOpt = None,
+    min_vram: MinVramOpt = None,
+    spot: SpotOpt = None,
+    max_price: MaxPriceOpt = None,
+    as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+) -> None:
+    """The cheapest current offer per GPU, provider and pricing type, in $/GPU-hour.
+
+    Each row: the offer with the lowest $/GPU-hour, its instance price, GPUs, source and age.
+
+    "≥" marks a page's "from" price (a lower bound); "market p10" is a marketplace's statistic.
+    """
+    if as_json and as_csv:
+        raise _fail("--json and --csv are exclusive", code=2)
+    filters = make_filters(gpu, provider, region, min_vram, spot, max_price)
+    now = datetime.now(UTC)
+    con, banner = open_answers()
+    try:
+        rows = answers.prices(con, filters, now)
+    except WarehouseError as exc:
+        raise _fail(str(exc)) from None
+    finally:
+        con.close()
+    if rows.is_empty():
+        asked = filters.describe()
+        raise _fail(
+            f"no current offers match {asked}; loosen a filter or see `gpucost prices` without it"
+            if asked
+            else "no current offers in the warehouse; run `gpucost refresh`"
+        )
+    rows = rows.select(PRICE_COLUMNS)
+    if as_json or as_csv:
+        _print_rows(rows, as_json)
+        return
+    console.print(_prices_table(rows))
+    console.print(fetched_line(rows, banner, now), highlight=False)
+
+
+def _prices_table(rows: pl.DataFrame) -> Table:
+    # one space between columns and the VRAM under the GPU's name: ten columns fit 80 characters
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=0,
+        show_edge=False,
+        title="cheapest offer per GPU and provider, USD",
+        caption='≥: a "from" (lower-bound) page price; p10, w.avg: the marketplace statistic; '
+        "+N: N more offers of that GPU, provider and kind",
+    )
+    table.add_column("GPU", no_wrap=True)
+    table.add_column("provider", no_wrap=True)
+    table.add_column("spot")
+    table.add_column("$/GPU-h", justify="right", no_wrap=True)
+    table.add_column("$/h", justify="right", no_wrap=True)
+    table.add_column("GPUs", no_wrap=True)
+    table.add_column("source", no_wrap=True)
+    table.add_column("age", justify="right", no_wrap=True)
+    table.add_column("region", overflow="fold")
+    records = rows.to_dicts()
+    for index, r in enumerate(records):
+        first = index == 0 or records[index - 1]["gpu_name"] != r["gpu_name"]
+        last = index == len(records) - 1 or records[index + 1]["gpu_name"] != r["gpu_name"]
+        more = f" +{r['offers'] - 1}" if r["offers"] > 1 else ""
+        vram = f"\n{r['vram_gb']:g} GB" if r["vram_gb"] is not None else ""
+        table.add_row(
+            f"{r['gpu_name']}{vram}" if first else "",
+            r["provider"],
+            "spot" if r["is_spot"] else "",
+            price_text(r["price_usd_per_gpu_hour"], r["price_is_from"]),
+            price_text(r["price_usd_per_hour"], r["price_is_from"]),
+            gpus_text(r["gpu_count"], r["intra_node_interconnect"]),
+            source_text(r["price_source"], r["price_statistic"]),
+            format_age(r["price_age_hours"]),
+            f"{r['region']}{more}",
+            end_section=last,
+        )
+    return table
+
+
+# --- gpucost history ------------------------------------------------------------------------------
+
+CHART_POINTS = 24
+HISTORY_COLUMNS = (
+    "gpu_name",
+    "provider",
+    "pricing_type",
+    "instance_type",
+    "region",
+    "zone",
+    "price_source",
+    "gpu_count",
+    "price_usd_per_hour",
+    "price_usd_per_gpu_hour",
+    "valid_from",
+    "valid_to",
+    "last_seen_at",
+)
+
+
+def history(
+    gpu: Annotated[str, typer.Option("--gpu", metavar="NAMES", rich_help_panel=FILTERS, help=GpuFilterHelp)],
+    provider: ProviderOpt = None,
+    region: RegionOpt = None,
+    spot: SpotOpt = None,
+    since: Annotated[
+        str, typer.Option("--since", metavar="SPAN", help="Window: 30d, 12h, 2w, or a date (2026-11-01).")
+    ] = "30d",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the price intervals as JSON.")] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print the price intervals as CSV.")] = False,
+) -> None:
+    """Price history (core.offer_prices): a table and a chart per series.
+
+    A series is one GPU, provider and pricing type: its cheapest offer, in $/GPU-hour.
+
+    --json and --csv print the price intervals (valid_to empty: still current).
+    """
+    if as_json and as_csv:
+        raise _fail("--json and --csv are exclusive", code=2)
+    filters = make_filters(gpu, provider, region, spot=spot)
+    now = datetime.now(UTC)
+    con, banner = open_answers()
+    try:
+        start = answers.parse_since(since, now)
+        intervals = answers.price_intervals(con, filters, start, now)
+    except WarehouseError as exc:
+        raise _fail(str(exc)) from None
+    finally:
+        con.close()
+    if intervals.is_empty():
+        raise _fail(
+            f"no prices match {filters.describe()} since {start:%Y-%m-%d %H:%M} UTC; try a longer --since"
+        )
+    if as_json or as_csv:
+        _print_rows(intervals.select(HISTORY_COLUMNS).sort(["gpu_name", "provider", "valid_from"]), as_json)
+        return
+    summary = answers.history_summary(intervals, start, now)
+    times = answers.chart_times(start, now, CHART_POINTS)
+    points = answers.chart_points(intervals, times)
+    console.print(_history_table(summary, points, times))
+    console.print(fetched_line(intervals, banner, now), highlight=False)
+
+
+def _history_table(summary: pl.DataFrame, points: pl.DataFrame, times: Sequence[datetime]) -> Table:
+    grid = points.group_by(list(answers.SERIES_KEY)).agg(pl.col("t"), pl.col("usd_per_gpu_hour"))
+    charts: dict[tuple[Any, ...], str] = {}
+    for row in grid.iter_rows(named=True):
+        by_time = dict(zip(row["t"], row["usd_per_gpu_hour"], strict=True))
+        key = tuple(row[k] for k in answers.SERIES_KEY)
+        charts[key] = sparkline([by_time.get(t) for t in times])
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        padding=0,
+        show_edge=False,
+        title=f"$/GPU-hour, {times[0]:%Y-%m-%d %H:%M} to {times[-1]:%Y-%m-%d %H:%M} UTC",
+        caption="the cheapest offer of each series over time; a chart spans its own low to high "
+        "(· no offer then)",
+    )
+    table.add_column("GPU", no_wrap=True)
+    table.add_column("provider", overflow="fold")
+    table.add_column("spot")
+    for column in ("first", "now", "low", "high"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("chg", justify="right")
+    table.add_column("chart", no_wrap=True)
+    ordered = summary.sort(["gpu_name", "now_usd_per_gpu_hour", "provider"], nulls_last=True)
+    for r in ordered.iter_rows(named=True):
+        key = tuple(r[k] for k in answers.SERIES_KEY)
+        table.add_row(
+            r["gpu_name"],
+            r["provider"],
+            "spot" if r["pricing_type"] == "spot" else "",
+            price_text(r["first_usd_per_gpu_hour"], False),
+            price_text(r["now_usd_per_gpu_hour"], False) or "gone",
+            price_text(r["min_usd_per_gpu_hour"], False),
+            price_text(r["max_usd_per_gpu_hour"], False),
+            str(r["changes"]),
+            charts.get(key, ""),
+        )
+    return table

@@ -1,0 +1,38 @@
+-- What `gpucost prices` and `gpucost estimate` show of each current offer, before any filter
+-- (warehouse/answers.py wraps this in `select ... where ...` with `?` parameters).
+with
+
+offers as (
+    select * from marts.gpu_offers
+),
+
+final as (
+    select
+        offers.gpu_name,
+        offers.provider,
+        offers.instance_type,
+        offers.region,
+        offers.zone,
+        offers.pricing_type,
+        offers.is_spot,
+        offers.price_source,
+        offers.price_statistic,
+        offers.price_is_from,
+        offers.price_usd_per_gpu_hour,
+        offers.price_usd_per_hour,
+        offers.gpu_count,
+        offers.vram_gb,
+        offers.total_vram_gb,
+        offers.intra_node_interconnect,
+        offers.inter_node_gbps,
+        offers.spot_kind,
+        -- AWS' Spot Advisor band: the share of instances interrupted over the trailing month
+        try_cast(offers.provider_data ->> 'interruption_rate_min' as double) as interruption_rate_min,
+        try_cast(offers.provider_data ->> 'interruption_rate_max' as double) as interruption_rate_max,
+        offers.price_since,
+        offers.last_seen_at
+    from offers
+    where offers.gpu_count > 0 and offers.price_usd_per_hour > 0
+)
+
+select * from final
