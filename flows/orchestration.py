@@ -46,6 +46,7 @@ from warehouse.pipeline import (
     select_connectors,
     start_run,
 )
+from warehouse.publish import PublishError, publish_if_configured
 
 T = TypeVar("T")
 log = logging.getLogger("gpucost.refresh")
@@ -71,6 +72,8 @@ class RefreshSummary:
     cheapest: list[dict[str, object]] = field(default_factory=list)
     pipeline_seconds: float = 0.0
     runner: str = "local"
+    published: str | None = None  # what publishing to GPUCOST_FEEDS_URL did, when it is set
+    publish_error: str | None = None
 
     @property
     def failed(self) -> list[ProviderOutcome]:
@@ -247,7 +250,7 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
         outcomes.sort(key=lambda o: order.index(o.provider))
         summary.mart_rows = runner.step("build marts", _build_marts, con)
         con.execute("update ops.runs set marts_built_at = ? where run_id = ?", [datetime.now(UTC), run_id])
-        summary.feeds = runner.step("write feeds", _write_feeds, con, out_dir)
+        summary.feeds = runner.step("write feeds", _write_feeds, con, out_dir, run_id, plan.mode == "replay")
         summary.status = finish_run(con, run_id, outcomes)
         cheapest = con.sql(CHEAPEST_SQL)
         summary.cheapest = [dict(zip(cheapest.columns, row, strict=True)) for row in cheapest.fetchall()]
@@ -261,6 +264,13 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
         if con is not None:
             con.close()
         shutil.rmtree(spool_root / run_id, ignore_errors=True)
+    # 4. beyond this machine (GPUCOST_FEEDS_URL): data first, manifest last. A failed upload is not a
+    # failed load: the warehouse and the local feeds are complete; the run says so and the CLI fails.
+    try:
+        summary.published = runner.step("publish feeds", publish_if_configured, out_dir)
+    except PublishError as exc:
+        summary.publish_error = str(exc)
+        log.error("publishing the feeds failed: %s", exc)
     summary.pipeline_seconds = time.perf_counter() - started
     runner.publish(summary)
     return summary
@@ -293,5 +303,5 @@ def _build_marts(con: Any) -> dict[str, int]:
     return build_marts(con, finetune=finetune.build_finetune_marts)
 
 
-def _write_feeds(con: Any, out_dir: Path) -> list[str]:
-    return [str(path) for path, _ in write_feeds(con, out_dir)]
+def _write_feeds(con: Any, out_dir: Path, run_id: str, sample: bool) -> list[str]:
+    return [str(path) for path, _ in write_feeds(con, out_dir, run_id=run_id, sample=sample)]

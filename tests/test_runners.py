@@ -110,3 +110,19 @@ def test_server_status_without_a_server_exits_3(home):
 
     result = CliRunner().invoke(app, ["server", "status"])
     assert result.exit_code == 3 and "refreshes run in-process" in result.output
+
+
+def test_a_replay_refresh_never_publishes_sample_data(home, monkeypatch):
+    monkeypatch.setenv("GPUCOST_FEEDS_URL", "s3://bucket/gpucost")
+    summary = run_refresh(RefreshPlan(providers=["oci"], replay=str(REPLAY)), LocalRunner())
+    assert summary.status == "ok" and summary.publish_error is None
+    assert "not published" in (summary.published or "") and "sample data" in summary.published
+
+
+def test_a_malformed_feeds_url_fails_before_anything_starts(home, monkeypatch):
+    from flows.cli import app
+
+    monkeypatch.setenv("GPUCOST_FEEDS_URL", "ftp://nowhere")
+    result = CliRunner().invoke(app, ["refresh", "--providers", "oci", "--replay", str(REPLAY)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert not (home / "replay" / "warehouse.duckdb").exists()

@@ -8,7 +8,8 @@ Order of work:
 2. the SQL models in `sql/staging/*.sql` (views) and `sql/marts/*.sql` (tables), one model per file,
    named by the file, run in dependency order (a model depends on the `staging.x` / `marts.x` names
    it mentions);
-3. the fine-tuning marts, computed by `warehouse.finetune` from `marts.gpu_offers` and the seeds.
+3. the fine-tuning marts, computed by `warehouse.finetune` from `marts.gpu_offers` and the seeds;
+4. `COMMENT ON` every mart column from `warehouse.dictionary` (type, unit, meaning).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import duckdb
 import polars as pl
 
 from warehouse.db import PACKAGE_DIR, transaction
+from warehouse.dictionary import comment_marts
 from warehouse.hardware import HardwareCatalog
 
 SQL_DIR = PACKAGE_DIR / "sql"
@@ -131,4 +133,6 @@ def build_marts(
             counts[model.relation] = con.execute(f"select count(*) from {model.relation}").fetchall()[0][0]
         if finetune is not None:
             counts.update(finetune(con))
+        # last: `create or replace` drops comments; the dictionary puts them back on every rebuild
+        comment_marts(con)
     return counts
