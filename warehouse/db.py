@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     price_jump_factor: float = 3.0
     max_usd_per_gpu_hour: float = 2000.0
     accept_changes: bool = False  # publish held price jumps (the CLI's --accept-changes)
+    # raw archive (warehouse/archive.py): bodies of runs that changed no price are kept this long
+    raw_retention_days: int = 30
 
     @property
     def warehouse_path(self) -> Path:

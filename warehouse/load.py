@@ -1,8 +1,8 @@
 """Landing a provider's batch: raw archive, validation, and the SCD2 price history.
 
-`land_raw` stores every response body once, content-addressed under the raw archive
-(`<root>/<sha[:2]>/<sha>`), and records the exchange in `raw.responses`, so parsing can always be
-replayed from what came over the wire.
+`land_raw` stores every response body once, content-addressed by its sha256 and compressed, in
+the raw archive, and records the exchange in `raw.responses`, so parsing can always be replayed
+from what came over the wire (`archived_responses`); both live in `warehouse.archive`.
 
 `load_offers` runs in one transaction per provider:
 
@@ -29,17 +29,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 
-from connectors.base import SHRINK_LIMIT, FxRate, Offer, RawResponse, Unchanged
+from connectors.base import SHRINK_LIMIT, FxRate, Offer, Unchanged
+from warehouse.archive import archived_responses, land_raw  # noqa: F401  (re-exported: callers land here)
 from warehouse.db import transaction
 
 # A price moving by more than this factor, up or down, in one run is held for confirmation.
@@ -115,70 +114,7 @@ class Guards:
     accept_changes: bool = False
 
 
-# --- raw --------------------------------------------------------------------------------------------
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def land_raw(
-    con: duckdb.DuckDBPyConnection,
-    raw_root: Path,
-    run_id: str,
-    provider: str,
-    responses: Sequence[RawResponse],
-) -> int:
-    """Archive bodies (each distinct body stored once) and record the exchanges; bytes archived.
-
-    Spooled bodies are moved into the archive, not copied: parse them before landing them.
-    """
-    rows = []
-    total = 0
-    for seq, response in enumerate(responses):
-        size = response.size_bytes  # before a spooled body moves away
-        sha = (
-            _sha256_file(response.body_path)
-            if response.body_path
-            else hashlib.sha256(response.body).hexdigest()
-        )
-        relative = Path(sha[:2]) / sha
-        target = raw_root / relative
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            partial = target.with_suffix(".part")
-            if response.body_path is not None:
-                # a spooled body (an AWS offer file: hundreds of MB) moves in, a rename when the
-                # spool and the archive share a disk; the caller deletes spooled bodies after this
-                shutil.move(response.body_path, partial)
-            else:
-                partial.write_bytes(response.body)
-            partial.replace(target)
-        total += size
-        rows.append(
-            (
-                run_id,
-                provider,
-                seq,
-                response.method,
-                response.url,
-                response.request_body.decode("utf-8", "replace") if response.request_body else None,
-                response.status,
-                response.fetched_at,
-                response.content_type,
-                json.dumps(dict(response.headers)),
-                size,
-                sha,
-                relative.as_posix(),
-            )
-        )
-    if rows:
-        con.executemany("insert into raw.responses values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    return total
+# --- raw (archiving and replay: warehouse/archive.py) ----------------------------------------------
 
 
 def previous_validators(con: duckdb.DuckDBPyConnection, provider: str) -> dict[str, dict[str, str]]:
