@@ -8,7 +8,14 @@ frames with it and writes the marts. `build_finetune_marts` runs inside
   zero3): the per-GPU memory breakdown of `finetune.memory_per_gpu` (`total_gb` is the device
   total; `allocated_gb`, `reserved_gb` and `peak_phase` say what sets it), trainable parameters,
   tokens and FLOPs. Offloading jobs have no `none` rows (offload needs ZeRO).
-* `marts.finetune_costs`: one row per job × current offer, whether the job fits or not.
+* `marts.finetune_offers`: one row per current offer with its pricing inputs (hardware_key, billing
+  unit and minimum, spot interruption rate), built in DuckDB; the Python helpers below run once per
+  distinct hardware and spot band, never per offer.
+* `marts.finetune_plans`: one row per job × distinct hardware (placement and hours from
+  `finetune.placement`), kept across refreshes while job_key and hardware_key match.
+* `marts.finetune_costs`: a view, one row per job × current offer whether the job fits or not:
+  offers joined to plans and billed in SQL. Nothing of size jobs × offers is ever written: at 10k
+  offers that table was 4M rows and most of a refresh.
 
 Jobs and models come from `warehouse.models.load_finetune_jobs` / `load_models`, the one parser of
 `seeds/finetune_jobs.csv` and `seeds/llm_models.csv` (the same files `load_seeds` puts in `core.*`).
@@ -35,19 +42,21 @@ rate is nodes × the per-instance rate.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 
+import finetune
 from finetune import (
     FinetuneJob,
     ModelSpec,
-    billed_hours,
-    expected_spot_hours,
     flops_per_token,
     trainable_params,
 )
@@ -68,18 +77,28 @@ from warehouse.db import WarehouseError
 from warehouse.models import load_finetune_jobs, load_models
 
 __all__ = [
+    "FINETUNE_RELATIONS",
     "SHARDINGS",
     "USABLE_VRAM_FRACTION",
     "Hardware",
     "JobMemory",
     "MemoryTable",
+    "OfferInputs",
     "Placement",
     "Plan",
     "build_finetune_marts",
+    "code_fingerprint",
     "cost_frame",
+    "hardware_key",
+    "hardware_of",
+    "has_p2p",
+    "interruptions_per_hour",
+    "job_key",
+    "node_limit",
+    "offer_inputs",
     "place",
     "plan_job",
-    "price_inputs",
+    "plans_frame",
     "read_offers",
     "requirements_frame",
 ]
@@ -199,9 +218,6 @@ def requirements_frame(
     return pl.DataFrame(rows, schema=_REQUIREMENTS_SCHEMA)
 
 
-# --- placing a job on an offer ----------------------------------------------------------------
-
-
 # --- offers ------------------------------------------------------------------------------------
 
 _OFFERS_SQL = """
@@ -287,7 +303,63 @@ def interruptions_per_hour(row: Mapping[str, Any]) -> tuple[float | None, str | 
     return DEFAULT_INTERRUPTIONS_PER_HOUR[kind], f"default_{kind}"
 
 
-# --- finetune_costs ----------------------------------------------------------------------------
+def hardware_of(row: Mapping[str, Any]) -> Hardware:
+    """What of an offer (a `read_offers` row) decides where a job goes and how long it runs."""
+    return Hardware(
+        gpu_name=row["gpu_name"],
+        gpu_count=float(row["gpu_count"]),
+        vram_gb=float(row["vram_gb"]),
+        # GPUs without bf16 (Turing, Volta) train in fp16 mixed precision: same bytes, fp16 rate
+        tensor_tflops=row["bf16_tflops"] if row["bf16_tflops"] is not None else row["fp16_tflops"],
+        intra_node_gbps=_intra_node_gbps(row),
+        inter_node_gbps=row["inter_node_gbps"],
+        memory_bandwidth_gbps=row["memory_bandwidth_gbps"],
+        architecture=row["architecture"],
+        p2p=has_p2p(row["gpu_model"]),
+        pcie_gen=row["pcie_gen"],
+    )
+
+
+def node_limit(hw: Hardware, max_nodes: int | None, max_gpus: int | None) -> int:
+    """How many of an offer's instances one job may use."""
+    if hw.gpu_count < 1:
+        return 1  # a slice of one GPU is never part of a multi-node job
+    limit = max_nodes if max_nodes is not None else math.inf
+    if max_gpus is not None:
+        limit = min(limit, max(1, max_gpus // hw.gpus_per_node))
+    return int(limit) if math.isfinite(limit) else 1
+
+
+# --- per-offer pricing inputs, column-wise ----------------------------------------------------
+#
+# The offer's own work happens in DuckDB: the Python functions above run once per distinct
+# hardware and once per distinct spot band (hundreds of rows at most, however many offers), and
+# `_INPUTS_SQL` joins their answers back onto every offer.
+
+# Columns of a `read_offers` row that decide its Hardware (hardware_of) and its interruption
+# rate (interruptions_per_hour).
+_HARDWARE_COLUMNS = (
+    "gpu_name",
+    "gpu_count",
+    "vram_gb",
+    "bf16_tflops",
+    "fp16_tflops",
+    "intra_node_interconnect",
+    "intra_node_gbps",
+    "inter_node_gbps",
+    "pcie_gen",
+    "memory_bandwidth_gbps",
+    "architecture",
+    "gpu_model",
+)
+_SPOT_COLUMNS = ("is_spot", "interruption_rate_min", "interruption_rate_max", "spot_kind")
+# read_offers columns a hand-built frame may leave out (they came later); null = unknown.
+_OPTIONAL_OFFER_COLUMNS: dict[str, Any] = {
+    "fp16_tflops": pl.Float64,
+    "memory_bandwidth_gbps": pl.Float64,
+    "architecture": pl.String,
+    "gpu_model": pl.String,
+}
 
 _OFFER_COLUMNS = (
     "provider",
@@ -303,12 +375,110 @@ _OFFER_COLUMNS = (
     "price_usd_per_hour",
 )
 
-_BILLING_SCHEMA: dict[str, Any] = {
+
+def _null_safe(columns: Iterable[str], left: str, right: str) -> str:
+    return " and ".join(f"{left}.{c} is not distinct from {right}.{c}" for c in columns)
+
+
+def _granularity_sql(column: str) -> str:
+    cases = " ".join(f"when '{raw}' then '{unit}'" for raw, unit in GRANULARITY.items())
+    return f"case {column} {cases} else 'hour' end"
+
+
+_INPUTS_SQL = f"""
+with
+
+offers as (
+    select * from {{offers}}
+),
+
+hardware as (
+    select * from {{hardware}}
+),
+
+spot_rates as (
+    select * from {{spot_rates}}
+),
+
+final as (
+    select
+        {", ".join(f"offers.{c}" for c in _OFFER_COLUMNS)},
+        hardware.hardware_key,
+        {_granularity_sql("offers.billing_granularity")} as billing_granularity,
+        coalesce(offers.minimum_charge_seconds, 0) / 3600 as minimum_billed_hours,
+        spot_rates.interruptions_per_hour,
+        spot_rates.interruption_source
+    from offers
+    inner join hardware on {_null_safe(_HARDWARE_COLUMNS, "offers", "hardware")}
+    inner join spot_rates on {_null_safe(_SPOT_COLUMNS, "offers", "spot_rates")}
+)
+
+select * from final
+"""
+
+
+def _distinct_rows(con: duckdb.DuckDBPyConnection, source: str, columns: Sequence[str]) -> pl.DataFrame:
+    return con.sql(f"select distinct {', '.join(columns)} from {source}").pl()
+
+
+@dataclass(frozen=True)
+class OfferInputs:
+    """What pricing every offer needs, in frames small enough to hold whatever the offer count.
+
+    `hardware`: one row per distinct hardware description (the `_HARDWARE_COLUMNS`) with its
+    `hardware_key`; `spot_rates`: one row per distinct spot band with its interruption rate;
+    `machines`: the Hardware of each key with the node limit plans are made under.
+    """
+
+    hardware: pl.DataFrame
+    spot_rates: pl.DataFrame
+    machines: dict[int, tuple[Hardware, int]]
+
+
+def hardware_key(hw: Hardware, limit: int) -> int:
+    """A stable 64-bit key of (hardware, node limit): the same across refreshes and processes,
+    so a plan computed once is found again (see `_reusable_plans`)."""
+    digest = hashlib.sha256(repr((hw, limit)).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def offer_inputs(
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    *,
+    max_nodes: int | None = None,
+    max_gpus: int | None = MART_MAX_GPUS,
+) -> OfferInputs:
+    """The distinct hardware and spot bands among the offers of `source` (a relation or subquery
+    with the `read_offers` columns), each worked out once by the functions above."""
+    machines: dict[int, tuple[Hardware, int]] = {}
+    keys = []
+    raw = _distinct_rows(con, source, _HARDWARE_COLUMNS)
+    for row in raw.iter_rows(named=True):
+        hw = hardware_of(row)
+        limit = node_limit(hw, max_nodes, max_gpus)
+        key = hardware_key(hw, limit)
+        machines.setdefault(key, (hw, limit))
+        keys.append(key)
+    hardware = raw.with_columns(pl.Series("hardware_key", keys, dtype=pl.Int64))
+    bands = _distinct_rows(con, source, _SPOT_COLUMNS)
+    rates = [interruptions_per_hour(row) for row in bands.iter_rows(named=True)]
+    spot_rates = bands.with_columns(
+        pl.Series("interruptions_per_hour", [r for r, _ in rates], dtype=pl.Float64),
+        pl.Series("interruption_source", [s for _, s in rates], dtype=pl.String),
+    )
+    return OfferInputs(hardware, spot_rates, machines)
+
+
+# --- plans: job × hardware ---------------------------------------------------------------------
+
+_PLAN_SCHEMA: dict[str, Any] = {
     "job_id": pl.String,
+    "job_key": pl.String,
     "model_id": pl.String,
     "method": pl.String,
     "train_tokens": pl.Float64,
-    "profile_id": pl.Int64,
+    "hardware_key": pl.Int64,
     "fits": pl.Boolean,
     "usable_vram_gb": pl.Float64,
     "total_gb": pl.Float64,
@@ -321,171 +491,187 @@ _BILLING_SCHEMA: dict[str, Any] = {
     "estimated_hours": pl.Float64,
     "compute_hours": pl.Float64,
     "comm_hours": pl.Float64,
-    "interruptions_per_hour": pl.Float64,
-    "interruption_source": pl.String,
-    "expected_spot_hours": pl.Float64,
-    "billing_granularity": pl.String,
-    "billed_hours": pl.Float64,
-    "priced": pl.Boolean,
     "unpriced_reason": pl.String,
 }
+_PLAN_FIELDS = tuple(_PLAN_SCHEMA)[6:]
 
-_COSTS_SQL = """
+
+def code_fingerprint() -> str:
+    """sha256 of the code a plan depends on: the finetune package and this module.
+
+    Plans are pure functions of that code, the job, its model and the hardware, so a stored plan
+    whose job_key (this fingerprint, the job and the model) and hardware_key match is the plan
+    this code would compute; editing any of it recomputes every plan on the next refresh.
+    """
+    digest = hashlib.sha256()
+    for path in [*sorted(Path(finetune.__file__).parent.glob("*.py")), Path(__file__)]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def job_key(fingerprint: str, fjob: FinetuneJob, model: ModelSpec) -> str:
+    return hashlib.sha256(f"{fingerprint}\0{fjob!r}\0{model!r}".encode()).hexdigest()[:32]
+
+
+def plans_frame(
+    jobs: Sequence[FinetuneJob],
+    models: Mapping[str, ModelSpec],
+    machines: Mapping[int, tuple[Hardware, int]],
+    memory: MemoryTable,
+    keys: Mapping[str, str] | None = None,
+    skip: Iterable[tuple[str, int]] = (),
+) -> pl.DataFrame:
+    """One row per job × hardware key: `plan_job` on the placement `place` chooses.
+
+    `keys` maps job_id to its job_key (default: the job_id); pairs in `skip` (job_key,
+    hardware_key) are left out, because the caller already holds their plans.
+    """
+    skipped = set(skip)
+    meta: list[tuple[str, str, str, str, float, int]] = []
+    plans: list[Plan] = []
+    for fjob in jobs:
+        key = keys[fjob.job_id] if keys is not None else fjob.job_id
+        todo = [(k, m) for k, m in machines.items() if (key, k) not in skipped]
+        if not todo:
+            continue
+        job_memory = memory.for_job(models[fjob.model_id], fjob.job)
+        placements: dict[tuple[int, float, int], Placement] = {}
+        row = (fjob.job_id, key, fjob.model_id, fjob.job.method, fjob.train_tokens)
+        for hw_key, (hw, limit) in todo:
+            spot = (hw.gpus_per_node, hw.vram_gb, limit)
+            if spot not in placements:
+                placements[spot] = place(job_memory, *spot)
+            plans.append(plan_job(fjob, hw, placements[spot], job_memory))
+            meta.append((*row, hw_key))
+    # column by column: a dict per row costs more than the plans themselves at 150k rows
+    names = tuple(_PLAN_SCHEMA)[:6]
+    columns: dict[str, list[Any]] = {name: [row[i] for row in meta] for i, name in enumerate(names)}
+    columns |= {name: [getattr(plan, name) for plan in plans] for name in _PLAN_FIELDS}
+    return pl.DataFrame(columns, schema=_PLAN_SCHEMA)
+
+
+# --- finetune_costs: offers × plans, billed in SQL ---------------------------------------------
+#
+# The same formulas as finetune.billed_hours and finetune.expected_spot_hours, written out over
+# columns in the same order of floating-point operations, so each value is the one those
+# functions return (tests/test_finetune_scale.py holds them equal row for row):
+#   billed_hours(h, unit, minimum): q = h × units; n = ceil(q − 1e-9 · max(1, q)); b = n / units,
+#     one unit more if b < h; at least minimum.
+#   expected_spot_hours(h, λ, c, R) = h / (1 − λ·(c/2 + R)), never finishing when λ·(c/2 + R) ≥ 1.
+# λ is the instance rate × nodes: any node's interruption stops the whole job.
+
+_LOSS_PER_INTERRUPTION_HOURS = CHECKPOINT_INTERVAL_HOURS / 2 + RESTART_OVERHEAD_HOURS
+_UNITS_PER_HOUR = "case billing_granularity when 'second' then 3600 when 'minute' then 60 else 1 end"
+_NEVER_FINISHES = (
+    f"spot interruptions ({{:.3g}}/h) outpace checkpoints every {CHECKPOINT_INTERVAL_HOURS:g} h: "
+    "the job never finishes"
+)
+
+
+def _billed_hours_sql(hours: str) -> str:
+    q = f"({hours} * units_per_hour)"
+    n = f"ceil({q} - 1e-9 * greatest(1.0, {q}))"
+    billed = (
+        f"case when {n} / units_per_hour < {hours} then ({n} + 1) / units_per_hour "
+        f"else {n} / units_per_hour end"
+    )
+    return f"greatest({billed}, minimum_billed_hours)"
+
+
+_COSTS_SQL = f"""
 with
 
 offers as (
-    select * from finetune_offers_frame
+    select * from {{offers}}
 ),
 
-billing as (
-    select * from finetune_billing_frame
+plans as (
+    select * from {{plans}}
 ),
 
 joined as (
     select
-        billing.job_id,
-        billing.model_id,
-        billing.method,
-        billing.train_tokens,
-        offers.* exclude (profile_id),
-        billing.* exclude (job_id, model_id, method, train_tokens, profile_id),
-        billing.billed_hours * offers.price_usd_per_hour * billing.nodes_used as run_cost_usd
+        plans.job_id,
+        plans.model_id,
+        plans.method,
+        plans.train_tokens,
+        {", ".join(f"offers.{c}" for c in _OFFER_COLUMNS)},
+        {", ".join(f"plans.{c}" for c in _PLAN_FIELDS[:-1])},
+        offers.interruptions_per_hour as instance_interruptions_per_hour,
+        offers.interruption_source,
+        offers.billing_granularity,
+        offers.minimum_billed_hours,
+        {_UNITS_PER_HOUR} as units_per_hour,
+        plans.unpriced_reason as plan_unpriced_reason,
+        plans.unpriced_reason is null and plans.estimated_hours is not null as plan_priced
     from offers
-    inner join billing on offers.profile_id = billing.profile_id
+    inner join plans on offers.hardware_key = plans.hardware_key
+),
+
+spot as (
+    select
+        *,
+        case
+            when plan_priced then instance_interruptions_per_hour * nodes_used
+        end as job_interruptions_per_hour
+    from joined
+),
+
+wall as (
+    select
+        *,
+        job_interruptions_per_hour * {_LOSS_PER_INTERRUPTION_HOURS!r} >= 1 as never_finishes,
+        case
+            when job_interruptions_per_hour * {_LOSS_PER_INTERRUPTION_HOURS!r} < 1
+                then estimated_hours / (1 - job_interruptions_per_hour * {_LOSS_PER_INTERRUPTION_HOURS!r})
+        end as spot_hours
+    from spot
+),
+
+billing as (
+    select
+        *,
+        plan_priced and not coalesce(never_finishes, false) as is_priced,
+        case
+            when plan_priced and job_interruptions_per_hour is null
+                then {_billed_hours_sql("estimated_hours")}
+            when plan_priced and not never_finishes
+                then {_billed_hours_sql("spot_hours")}
+        end as billed
+    from wall
 ),
 
 final as (
     select
-        * exclude (run_cost_usd),
-        case when priced and not is_spot then run_cost_usd end as on_demand_cost_usd,
-        case when priced and is_spot then run_cost_usd end as expected_spot_cost_usd,
-        case when priced then run_cost_usd end as cost_usd,
-        case when priced then run_cost_usd / train_tokens * 1e6 end as usd_per_million_tokens
-    from joined
+        job_id,
+        model_id,
+        method,
+        train_tokens,
+        {", ".join(_OFFER_COLUMNS)},
+        {", ".join(_PLAN_FIELDS[:-1])},
+        coalesce(job_interruptions_per_hour, instance_interruptions_per_hour) as interruptions_per_hour,
+        interruption_source,
+        spot_hours as expected_spot_hours,
+        billing_granularity,
+        billed as billed_hours,
+        is_priced as priced,
+        case
+            when not plan_priced then plan_unpriced_reason
+            when never_finishes then format('{_NEVER_FINISHES.replace("{", "{{").replace("}", "}}")}',
+                job_interruptions_per_hour)
+        end as unpriced_reason,
+        case when is_priced and not is_spot then billed * price_usd_per_hour * nodes_used end
+            as on_demand_cost_usd,
+        case when is_priced and is_spot then billed * price_usd_per_hour * nodes_used end
+            as expected_spot_cost_usd,
+        case when is_priced then billed * price_usd_per_hour * nodes_used end as cost_usd,
+        case when is_priced then billed * price_usd_per_hour * nodes_used / train_tokens * 1e6 end
+            as usd_per_million_tokens
+    from billing
 )
 
 select * from final
 """
-
-
-def _billing(
-    plan: Plan, granularity: Granularity, minimum_hours: float, rate: float | None
-) -> dict[str, Any]:
-    """Billed hours (and the expected spot wall time) of one plan under one billing profile."""
-    if not plan.priced or plan.estimated_hours is None:
-        return {"priced": False, "unpriced_reason": plan.unpriced_reason}
-    if rate is None:
-        return {
-            "billed_hours": billed_hours(plan.estimated_hours, granularity, minimum_hours),
-            "priced": True,
-        }
-    job_rate = rate * plan.nodes_used
-    wall = expected_spot_hours(
-        plan.estimated_hours, job_rate, CHECKPOINT_INTERVAL_HOURS, RESTART_OVERHEAD_HOURS
-    )
-    if math.isinf(wall):
-        reason = (
-            f"spot interruptions ({job_rate:.3g}/h) outpace checkpoints every "
-            f"{CHECKPOINT_INTERVAL_HOURS:g} h: the job never finishes"
-        )
-        return {"interruptions_per_hour": job_rate, "priced": False, "unpriced_reason": reason}
-    return {
-        "interruptions_per_hour": job_rate,
-        "expected_spot_hours": wall,
-        "billed_hours": billed_hours(wall, granularity, minimum_hours),
-        "priced": True,
-    }
-
-
-def price_inputs(
-    jobs: Sequence[FinetuneJob],
-    models: Mapping[str, ModelSpec],
-    offers: pl.DataFrame,
-    *,
-    max_nodes: int | None = None,
-    max_gpus: int | None = MART_MAX_GPUS,
-    memory: MemoryTable | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(offers with a billing `profile_id`, one row per job × profile with placement and billing).
-
-    The work happens once per job × distinct hardware (placement, time) and once per job × billing
-    profile (hardware, granularity, minimum charge, interruption rate); `_COSTS_SQL` joins the
-    offers back on, so the job × offer cross product only ever exists inside DuckDB.
-    """
-    memory = memory or MemoryTable()
-    hw_ids: dict[Hardware, int] = {}
-    profiles: dict[tuple[int, Granularity, float, float | None, str | None], int] = {}
-    profile_of_offer = []
-    for row in offers.iter_rows(named=True):
-        hw = Hardware(
-            gpu_name=row["gpu_name"],
-            gpu_count=float(row["gpu_count"]),
-            vram_gb=float(row["vram_gb"]),
-            # GPUs without bf16 (Turing, Volta) train in fp16 mixed precision: same bytes, fp16 rate
-            tensor_tflops=row["bf16_tflops"] if row["bf16_tflops"] is not None else row.get("fp16_tflops"),
-            intra_node_gbps=_intra_node_gbps(row),
-            inter_node_gbps=row["inter_node_gbps"],
-            memory_bandwidth_gbps=row.get("memory_bandwidth_gbps"),
-            architecture=row.get("architecture"),
-            p2p=has_p2p(row.get("gpu_model")),
-            pcie_gen=row.get("pcie_gen"),
-        )
-        hw_id = hw_ids.setdefault(hw, len(hw_ids))
-        granularity = GRANULARITY.get(row["billing_granularity"] or "", "hour")
-        minimum = (row["minimum_charge_seconds"] or 0) / 3600
-        rate, source = interruptions_per_hour(row)
-        key = (hw_id, granularity, minimum, rate, source)
-        profile_of_offer.append(profiles.setdefault(key, len(profiles)))
-
-    def node_limit(hw: Hardware) -> int:
-        if hw.gpu_count < 1:
-            return 1  # a slice of one GPU is never part of a multi-node job
-        limit = max_nodes if max_nodes is not None else math.inf
-        if max_gpus is not None:
-            limit = min(limit, max(1, max_gpus // hw.gpus_per_node))
-        return int(limit) if math.isfinite(limit) else 1
-
-    rows = []
-    for fjob in jobs:
-        job_memory = memory.for_job(models[fjob.model_id], fjob.job)
-        placements: dict[tuple[int, float, int], Placement] = {}
-        plans = []
-        for hw in hw_ids:
-            key = (hw.gpus_per_node, hw.vram_gb, node_limit(hw))
-            if key not in placements:
-                placements[key] = place(job_memory, *key)
-            plans.append(plan_job(fjob, hw, placements[key], job_memory))
-        for (hw_id, granularity, minimum, rate, source), profile_id in profiles.items():
-            plan = plans[hw_id]
-            rows.append(
-                {
-                    "job_id": fjob.job_id,
-                    "model_id": fjob.model_id,
-                    "method": fjob.job.method,
-                    "train_tokens": fjob.train_tokens,
-                    "profile_id": profile_id,
-                    "fits": plan.fits,
-                    "usable_vram_gb": plan.usable_vram_gb,
-                    "total_gb": plan.total_gb,
-                    "sharding": plan.sharding,
-                    "gpus_used": plan.gpus_used,
-                    "nodes_used": plan.nodes_used,
-                    "gpus_per_node": plan.gpus_per_node,
-                    "multi_node": plan.multi_node,
-                    "fabric_warning": plan.fabric_warning,
-                    "estimated_hours": plan.estimated_hours,
-                    "compute_hours": plan.compute_hours,
-                    "comm_hours": plan.comm_hours,
-                    "interruptions_per_hour": rate,
-                    "interruption_source": source,
-                    "billing_granularity": granularity,
-                    **_billing(plan, granularity, minimum, rate),
-                }
-            )
-    priced_offers = offers.select(_OFFER_COLUMNS).with_columns(
-        pl.Series("profile_id", profile_of_offer, dtype=pl.Int64)
-    )
-    return priced_offers, pl.DataFrame(rows, schema=_BILLING_SCHEMA)
 
 
 @contextmanager
@@ -497,6 +683,13 @@ def _registered(con: duckdb.DuckDBPyConnection, **frames: pl.DataFrame) -> Itera
     finally:
         for name in frames:
             con.unregister(name)
+
+
+def _with_optional_columns(offers: pl.DataFrame) -> pl.DataFrame:
+    missing = [
+        pl.lit(None, dtype=t).alias(c) for c, t in _OPTIONAL_OFFER_COLUMNS.items() if c not in offers.columns
+    ]
+    return offers.with_columns(missing) if missing else offers
 
 
 def cost_frame(
@@ -511,17 +704,55 @@ def cost_frame(
 ) -> pl.DataFrame:
     """The rows of marts.finetune_costs for `jobs` on `offers` (`read_offers`), as a frame.
 
-    `con` only runs the join (any connection, read-only included). The mart and `gpucost estimate`
-    both come through `price_inputs` and `_COSTS_SQL`: here, and in `build_finetune_marts`.
+    `con` only runs the SQL (any connection, read-only included). The mart and `gpucost estimate`
+    share `offer_inputs`, `plans_frame`, `_INPUTS_SQL` and `_COSTS_SQL`.
     """
-    priced_offers, billing = price_inputs(
-        jobs, models, offers, max_nodes=max_nodes, max_gpus=max_gpus, memory=memory
-    )
-    with _registered(con, finetune_offers_frame=priced_offers, finetune_billing_frame=billing):
-        return con.sql(_COSTS_SQL).pl()
+    memory = memory or MemoryTable()
+    with _registered(con, finetune_offers_frame=_with_optional_columns(offers)):
+        inputs = offer_inputs(con, "finetune_offers_frame", max_nodes=max_nodes, max_gpus=max_gpus)
+        plans = plans_frame(jobs, models, inputs.machines, memory)
+        with _registered(
+            con,
+            finetune_hardware_frame=inputs.hardware,
+            finetune_spot_rates_frame=inputs.spot_rates,
+            finetune_plans_frame=plans,
+        ):
+            priced_offers = _INPUTS_SQL.format(
+                offers="finetune_offers_frame",
+                hardware="finetune_hardware_frame",
+                spot_rates="finetune_spot_rates_frame",
+            )
+            costs_sql = _COSTS_SQL.format(offers=f"(\n{priced_offers}\n)", plans="finetune_plans_frame")
+            return con.sql(costs_sql).pl()
 
 
 # --- the marts ---------------------------------------------------------------------------------
+
+# What build_finetune_marts creates: three small tables and the job × offer view.
+FINETUNE_RELATIONS = (
+    "marts.finetune_requirements",
+    "marts.finetune_offers",
+    "marts.finetune_plans",
+    "marts.finetune_costs",
+)
+
+
+def _relation_type(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> str | None:
+    found = con.execute(
+        "select table_type from information_schema.tables where table_schema = ? and table_name = ?",
+        [schema, name],
+    ).fetchall()
+    return found[0][0] if found else None
+
+
+def _reusable_plans(con: duckdb.DuckDBPyConnection) -> set[tuple[str, int]]:
+    """(job_key, hardware_key) of the plans marts.finetune_plans already holds."""
+    if _relation_type(con, "marts", "finetune_plans") is None:
+        return set()
+    columns = {c[0] for c in con.execute("describe marts.finetune_plans").fetchall()}
+    if not {"job_key", "hardware_key"} <= columns:
+        return set()
+    return set(con.execute("select job_key, hardware_key from marts.finetune_plans").fetchall())
 
 
 def build_finetune_marts(
@@ -529,27 +760,60 @@ def build_finetune_marts(
     jobs: Sequence[FinetuneJob] | None = None,
     models: Mapping[str, ModelSpec] | None = None,
 ) -> dict[str, int]:
-    """Create marts.finetune_requirements and marts.finetune_costs; rows per relation.
+    """Create the fine-tuning marts (tables finetune_requirements, finetune_offers,
+    finetune_plans; view finetune_costs); rows per relation.
 
     Called by `build_marts` inside its transaction, after marts.gpu_offers. `jobs` and `models`
-    default to the seeds.
+    default to the seeds. Plans already in marts.finetune_plans under the same job_key and
+    hardware_key are kept, not recomputed; plans of jobs or hardware no longer current are dropped.
     """
     models = models if models is not None else load_models()
     jobs = jobs if jobs is not None else load_finetune_jobs()
     memory = MemoryTable()
     requirements = requirements_frame(jobs, models, memory)
-    priced_offers, billing = price_inputs(jobs, models, read_offers(con), memory=memory)
+    source = f"(\n{_OFFERS_SQL}\n)"
+    inputs = offer_inputs(con, source)
+    fingerprint = code_fingerprint()
+    keys = {fjob.job_id: job_key(fingerprint, fjob, models[fjob.model_id]) for fjob in jobs}
+    held = _reusable_plans(con)
+    new_plans = plans_frame(jobs, models, inputs.machines, memory, keys, skip=held)
     with _registered(
         con,
         finetune_requirements_frame=requirements,
-        finetune_offers_frame=priced_offers,
-        finetune_billing_frame=billing,
+        finetune_hardware_frame=inputs.hardware,
+        finetune_spot_rates_frame=inputs.spot_rates,
+        finetune_new_plans_frame=new_plans,
+        finetune_job_keys_frame=pl.DataFrame({"job_key": list(keys.values())}, schema={"job_key": pl.String}),
+        finetune_hardware_keys_frame=pl.DataFrame(
+            {"hardware_key": list(inputs.machines)}, schema={"hardware_key": pl.Int64}
+        ),
     ):
         con.execute(
             "create or replace table marts.finetune_requirements as select * from finetune_requirements_frame"
         )
-        con.execute(f"create or replace table marts.finetune_costs as\n{_COSTS_SQL}")
+        inputs_sql = _INPUTS_SQL.format(
+            offers=source, hardware="finetune_hardware_frame", spot_rates="finetune_spot_rates_frame"
+        )
+        con.execute(f"create or replace table marts.finetune_offers as\n{inputs_sql}")
+        if held:
+            # keep what is still current, add what is new: an hourly refresh writes no plan at all
+            # unless a job, the model code or the hardware on offer changed
+            con.execute(
+                "delete from marts.finetune_plans where job_key not in (select job_key from "
+                "finetune_job_keys_frame) or hardware_key not in (select hardware_key from "
+                "finetune_hardware_keys_frame)"
+            )
+            con.execute("insert into marts.finetune_plans by name select * from finetune_new_plans_frame")
+        else:
+            con.execute(
+                "create or replace table marts.finetune_plans as select * from finetune_new_plans_frame"
+            )
+        # Warehouses from before held the cost mart as a table; a view cannot replace a table.
+        if _relation_type(con, "marts", "finetune_costs") == "BASE TABLE":
+            con.execute("drop table marts.finetune_costs")
+        costs_sql = _COSTS_SQL.format(offers="marts.finetune_offers", plans="marts.finetune_plans")
+        con.execute(f"create or replace view marts.finetune_costs as\n{costs_sql}")
     counts = {}
-    for relation in ("marts.finetune_requirements", "marts.finetune_costs"):
+    for relation in FINETUNE_RELATIONS:
         counts[relation] = con.execute(f"select count(*) from {relation}").fetchall()[0][0]
     return counts
