@@ -25,7 +25,7 @@ import duckdb
 import typer
 from rich.table import Table
 
-from flows import STARTED, cli_finetune
+from flows import STARTED, cli_finetune, cli_prices
 from flows.output import console, err
 from warehouse.db import (
     Settings,
@@ -190,6 +190,12 @@ def refresh(
     except ValueError as exc:
         raise _fail(str(exc), code=2) from None
     settings = Settings()
+    from warehouse.publish import PublishError, check_settings
+
+    try:
+        check_settings()  # a malformed GPUCOST_FEEDS_URL fails now, not after the downloads
+    except PublishError as exc:
+        raise _fail(str(exc), code=2) from None
     if replay is not None:
         _check_replay_dir(replay)
         _check_warehouse(settings.replay_home / settings.warehouse_path.name, "replay")
@@ -244,6 +250,8 @@ def refresh(
     marts = ", ".join(f"{k} {v}" for k, v in summary.mart_rows.items() if k.startswith("marts."))
     console.print(f"marts: {marts}")
     console.print(f"feeds: {', '.join(summary.feeds) or 'none'}")
+    if summary.report:
+        console.print(f"comparison page: {summary.report}", soft_wrap=True)
     overhead = "Prefect start-up and teardown" if summary.runner == "prefect" else "imports and start-up"
     console.print(
         f"wall {total:.1f}s (the whole command) = pipeline {summary.pipeline_seconds:.1f}s"
@@ -265,7 +273,11 @@ def refresh(
             err.print(f"[bold]{o.provider} {o.status}:[/] {o.error}", soft_wrap=True)
             if o.hint:
                 err.print(f"  what to do: {o.hint}", soft_wrap=True)
+    if summary.published:
+        console.print(summary.published)
     unclean = summary.failed + summary.degraded
+    if summary.publish_error:
+        raise _fail(f"the refresh loaded, but publishing the feeds failed: {summary.publish_error}")
     if unclean:
         names_text = ", ".join(f"{o.provider} ({o.status})" for o in unclean)
         raise _fail(
@@ -325,10 +337,19 @@ def export(
         Path | None, typer.Option(help="Folder for the feeds (default: GPUCOST_FEEDS_DIR or feeds/).")
     ] = None,
 ) -> None:
-    """Write the feeds (explicit, versioned column lists) from the current marts."""
+    """Write the feeds (explicit, versioned column lists) from the current marts, and the manifest.
+
+    With GPUCOST_FEEDS_URL=s3://bucket/prefix set, they are also uploaded there, manifest last.
+    """
+    from warehouse.publish import PublishError, check_settings, publish_if_configured
+
     formats = FORMATS if format == "both" else (format,)
     if any(f not in FORMATS for f in formats):
         raise _fail(f"--format must be one of csv, parquet, both; got {format!r}", code=2)
+    try:
+        check_settings()
+    except PublishError as exc:
+        raise _fail(str(exc), code=2) from None
     _writable_dir(out or Settings().feeds_dir, "--out folder")
     con = _read_only(sandbox=False)  # it writes the feed files; the SQL is ours, not a user's
     try:
@@ -339,6 +360,35 @@ def export(
         raise _fail("no marts to export yet; run `gpucost refresh` first")
     for path, rows in written:
         console.print(f"{path}  ({rows} rows)")
+    try:
+        published = publish_if_configured(out or Settings().feeds_dir)
+    except PublishError as exc:
+        raise _fail(str(exc)) from None
+    if published:
+        console.print(published)
+
+
+@app.command()
+def report(
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Folder for index.html (default: site/ beside the feeds of the warehouse read)."),
+    ] = None,
+) -> None:
+    """Write the comparison page: one self-contained index.html (opens from file://, no network)."""
+    from warehouse.report import ReportUnavailable, default_site_dir, write_report
+
+    folder = out or default_site_dir()
+    _writable_dir(folder, "--out folder")
+    con = _read_only()
+    try:
+        page = write_report(con, folder)
+    except ReportUnavailable as exc:
+        raise _fail(str(exc)) from None
+    finally:
+        con.close()
+    size_mb = page.stat().st_size / 1e6
+    console.print(f"{page}  ({size_mb:.2f} MB): open {page.resolve().as_uri()}", soft_wrap=True)
 
 
 @app.command()
@@ -417,6 +467,60 @@ def unmapped() -> None:
         console.print("every current offer maps to a canonical GPU")
         return
     _print_frame(columns, rows, title="unmapped GPU names")
+
+
+@app.command()
+def gc(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would be freed; remove nothing.")
+    ] = False,
+) -> None:
+    """Remove raw bodies the retention policy lets go (GPUCOST_RAW_RETENTION_DAYS) and say what it frees."""
+    from datetime import UTC, datetime
+
+    from warehouse.archive import collect_garbage
+    from warehouse.db import migrate, reader_path
+
+    settings = Settings()
+    path = reader_path(settings)  # the live warehouse, or the replay one while no live one exists
+    if not path.exists():
+        raise _fail(f"no warehouse at {settings.warehouse_path}; nothing to collect")
+    try:
+        con = connect(path)
+        migrate(con)
+    except WarehouseError as exc:
+        raise _fail(str(exc)) from None
+    try:
+        days = settings.raw_retention_days
+        report = collect_garbage(
+            con, path.parent / "raw", retention_days=days, now=datetime.now(UTC), dry_run=dry_run
+        )
+    except ValueError as exc:
+        raise _fail(f"{exc} (GPUCOST_RAW_RETENTION_DAYS)") from None
+    finally:
+        con.close()
+    mb = 1024 * 1024
+    removed = "would remove" if dry_run else "removed"
+    rows = [
+        (
+            f"kept: bodies of {report.changed_runs} provider runs that changed prices",
+            report.kept_changed_files,
+            f"{report.kept_changed_bytes / mb:.1f}",
+        ),
+        (
+            f"kept: the rest of the last {days} days",
+            report.kept_recent_files,
+            f"{report.kept_recent_bytes / mb:.1f}",
+        ),
+        (f"{removed}: older, changed no price", report.removed_files, f"{report.removed_bytes / mb:.1f}"),
+        (f"{removed}: files no exchange references", report.orphan_files, f"{report.orphan_bytes / mb:.1f}"),
+    ]
+    _print_frame(["raw archive " + str(path.parent / "raw"), "files", "MB"], rows)
+    verb = "would free" if dry_run else "freed"
+    console.print(f"{verb} {report.freed_bytes / mb:.1f} MB ({report.removed_responses} exchanges' bodies)")
+    if report.missing_files:
+        missing = report.missing_files
+        err.print(f"[yellow]{missing} archived bodies are missing from disk (moved or deleted by hand)[/]")
 
 
 @app.command()
@@ -515,6 +619,8 @@ def server_status() -> None:
 app.command()(cli_finetune.memory)
 app.command()(cli_finetune.estimate)
 app.command()(cli_finetune.models)
+app.command()(cli_prices.prices)
+app.command()(cli_prices.history)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ from warehouse.pipeline import (
     start_run,
 )
 from warehouse.publish import PublishError, publish_if_configured
+from warehouse.report import SITE_DIR_NAME, write_report
 
 T = TypeVar("T")
 log = logging.getLogger("gpucost.refresh")
@@ -72,6 +73,7 @@ class RefreshSummary:
     cheapest: list[dict[str, object]] = field(default_factory=list)
     pipeline_seconds: float = 0.0
     runner: str = "local"
+    report: str | None = None  # the comparison page written next to the feeds
     published: str | None = None  # what publishing to GPUCOST_FEEDS_URL did, when it is set
     publish_error: str | None = None
 
@@ -251,6 +253,7 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
         summary.mart_rows = runner.step("build marts", _build_marts, con)
         con.execute("update ops.runs set marts_built_at = ? where run_id = ?", [datetime.now(UTC), run_id])
         summary.feeds = runner.step("write feeds", _write_feeds, con, out_dir, run_id, plan.mode == "replay")
+        summary.report = str(runner.step("write report", write_report, con, out_dir / SITE_DIR_NAME))
         summary.status = finish_run(con, run_id, outcomes)
         cheapest = con.sql(CHEAPEST_SQL)
         summary.cheapest = [dict(zip(cheapest.columns, row, strict=True)) for row in cheapest.fetchall()]

@@ -34,6 +34,8 @@ def test_the_local_runner_drives_the_same_steps(home):
     assert all(o.offers_loaded > 0 for o in summary.outcomes)
     assert (home / "replay" / "warehouse.duckdb").exists()
     assert "marts.gpu_offers" in summary.mart_rows and summary.feeds
+    # every refresh writes the comparison page next to the feeds
+    assert summary.report and Path(summary.report).name == "index.html" and Path(summary.report).exists()
 
 
 def test_a_refresh_without_a_prefect_api_never_imports_prefect(home):
