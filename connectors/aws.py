@@ -56,9 +56,14 @@ Scope and quirks handled:
      never dropped by an allow-list.
   The series of a family is its leading letters ("p5en" -> "p", "im4gn" -> "im", "zeta9" ->
   "zeta").
-- Offer files are spooled to disk and parsed as streams in memory that does not grow with the file.
-  CSV: read in 8 MiB blocks cut at line ends, prefiltered with `bytes.find` (`candidate_lines`),
-  survivors parsed with `csv` and put through the same product rules as JSON. JSON: pass 1 keeps
+- Offer files are parsed while they download (connectors/base.py, "Large bodies"): the HTTP client
+  spools each to disk byte for byte and hashes it, and pushes the same blocks to a
+  `CsvOfferParser`, whose items `parse` then yields; a body it did not stream (one read back from
+  the archive) goes through the same parser from its file. The regions' files download several
+  at once, within the client's per-host bound (`fetch_concurrently`), and are yielded in region
+  order. Memory does not grow with a file. CSV: blocks cut at line ends (`CandidateScanner`),
+  prefiltered with `bytes.find` (`candidate_lines`), survivors parsed with `csv` and put through
+  the same product rules as JSON. JSON (parsed from the file only): pass 1 keeps
   the few hundred GPU products out of `products`, pass 2 picks their rates out of `terms.OnDemand`;
   each pass stops at the end of its section (`_SectionReader`), so the Reserved section, most of
   the file, is never tokenized.
@@ -104,18 +109,20 @@ Scope and quirks handled:
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 import ijson
 
 from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged
-from connectors.http import Client
+from connectors.http import Client, fetch_concurrently
 
 name = "aws"
 requires: tuple[str, ...] = ()
@@ -208,20 +215,26 @@ def fetch(
     creds: Mapping[str, str],
     previous: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Iterator[RawResponse]:
-    """Region index, the changed regions' offer files (spooled), spot.js, the spot advisor."""
+    """Region index, the changed regions' offer files (spooled and parsed as they stream, several
+    at once within the client's per-host bound), spot.js, the spot advisor."""
     previous = previous or {}
     index = client.fetch("GET", REGION_INDEX_URL)
     yield index
-    for _region, url in commercial_offer_urls(index.json()):
-        if url in previous:
-            continue  # the URL embeds the version: the last run already has this exact file
-        yield client.fetch(
+    offer_files = [
+        partial(
+            client.fetch,
             "GET",
             url,
             headers=conditional_headers(previous.get(url)),
             spool=True,
             max_bytes=OFFER_MAX_BYTES,
+            stream=partial(CsvOfferParser, url),
         )
+        for _region, url in commercial_offer_urls(index.json())
+        # the URL embeds the version: the last run already has this exact file
+        if url not in previous
+    ]
+    yield from fetch_concurrently(offer_files, workers=getattr(client, "per_host", 1))
     yield client.fetch("GET", SPOT_URL, headers=conditional_headers(previous.get(SPOT_URL)))
     yield client.fetch("GET", ADVISOR_URL)
 
@@ -286,10 +299,14 @@ def _parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Exc
             if url not in fresh:
                 yield Unchanged({"region": region, "pricing_type": "on_demand"})
     for response in offer_files:
-        if response.status == 200:
-            scan = scan_offer_csv if response.url.endswith(".csv") else scan_offer_file
-            with response.open() as fh:
-                yield from scan(fh, source=response.url)
+        if response.status != 200:
+            continue
+        if response.parsed is not None:  # parsed while it downloaded, from exactly these bytes
+            yield from response.parsed
+            continue
+        scan = scan_offer_csv if response.url.endswith(".csv") else scan_offer_file
+        with response.open() as fh:
+            yield from scan(fh, source=response.url)
 
     advisor = next((r for r in responses if _kind(r.url) == "advisor" and r.status == 200), None)
     bands = parse_advisor(advisor.json()) if advisor is not None else SpotAdvisor({}, {})
@@ -630,7 +647,7 @@ _CSV_NEEDLES = tuple(
 )
 _CSV_ON_DEMAND = b'"OnDemand"'
 # Columns that never hold a comma or a quote (AWS codes); when only these precede TermType, its
-# field is found by counting commas, which rejects the Reserved rows of a product before parsing.
+# field is told by counting commas, which rejects the Reserved rows of a product before parsing.
 _CSV_CODE_COLUMNS = frozenset({"SKU", "OfferTermCode", "RateCode"})
 
 
@@ -640,21 +657,44 @@ def term_type_field(header: Sequence[str]) -> int | None:
     return index if set(header[:index]) <= _CSV_CODE_COLUMNS else None
 
 
-def candidate_lines(block: bytes, end: int, term_type: int | None) -> Iterator[bytes]:
-    """The lines of `block[:end]` that may be plain Linux on-demand rows (a superset), unparsed.
+def csv_anchor(header: Sequence[str]) -> bytes:
+    """The needle `candidate_lines` scans for: `"Linux","No License required"` when the header puts
+    License Model right after Operating System (AWS's does), else `"Linux"` alone.
 
-    `block[:end]` holds whole lines. `bytes.find` does the scanning at memory speed; Python runs
-    once per line holding the anchor, and only a few percent of lines survive to be parsed as CSV.
+    Both values are in every plain row, so the longer needle rejects no candidate; it is found as
+    often but scanned for about twice as fast (a long needle lets `bytes.find` skip further).
     """
-    find = block.find
-    pos = find(_CSV_ANCHOR, 0, end)
+    os_column = header.index("Operating System") if "Operating System" in header else -1
+    if 0 <= os_column < len(header) - 1 and header[os_column + 1] == "License Model":
+        return _CSV_ANCHOR + b"," + f'"{PLAIN_LINUX["licenseModel"]}"'.encode()
+    return _CSV_ANCHOR
+
+
+def candidate_lines(
+    block: bytes, end: int, term_type: int | None, begin: int = 0, anchor: bytes = _CSV_ANCHOR
+) -> Iterator[bytes]:
+    """The lines of `block[begin:end]` that may be plain Linux on-demand rows (a superset), unparsed.
+
+    `block[begin:end]` holds whole lines. `bytes.find` does the scanning at memory speed; Python
+    runs once per line holding the anchor (`csv_anchor`), and only a few percent of lines survive
+    to be parsed as CSV.
+    """
+    find, rfind = block.find, block.rfind
+    step = len(anchor)
+    pos = find(anchor, begin, end)
     while pos >= 0:
-        start = block.rfind(b"\n", 0, pos) + 1
-        stop = find(b"\n", pos, end)
-        stop = end if stop < 0 else stop
-        if _has_all(block, start, stop) and _is_on_demand(block, start, stop, term_type):
-            yield block[start:stop]
-        pos = find(_CSV_ANCHOR, stop, end)
+        newline = rfind(b"\n", begin, pos)
+        start = begin if newline < 0 else newline + 1
+        # TermType first: most lines holding the anchor are a product's Reserved rows, and with
+        # TermType among the first fields it is told without looking for the line's end
+        if _is_on_demand(block, start, pos, end, term_type):
+            stop = find(b"\n", pos, end)
+            stop = end if stop < 0 else stop
+            if _has_all(block, start, stop):
+                yield block[start:stop]
+            pos = find(anchor, stop, end)
+        else:
+            pos = find(anchor, pos + step, end)
 
 
 def _has_all(block: bytes, start: int, stop: int) -> bool:
@@ -665,75 +705,165 @@ def _has_all(block: bytes, start: int, stop: int) -> bool:
     return True
 
 
-def _is_on_demand(block: bytes, start: int, stop: int, term_type: int | None) -> bool:
-    if term_type is None:
-        return block.find(_CSV_ON_DEMAND, start, stop) >= 0
-    comma = start - 1
-    for _ in range(term_type):
-        comma = block.find(b",", comma + 1, stop)
-        if comma < 0:
-            return False
-    return block.startswith(_CSV_ON_DEMAND, comma + 1)
+def _is_on_demand(block: bytes, start: int, anchor_at: int, end: int, term_type: int | None) -> bool:
+    if term_type is None:  # not positional: anywhere on the line (a superset; the CSV stage decides)
+        stop = block.find(b"\n", anchor_at, end)
+        return block.find(_CSV_ON_DEMAND, start, end if stop < 0 else stop) >= 0
+    # Only code columns precede TermType, so its field lies before the anchor's (the anchor is
+    # no code); one `find` there, then the commas before a hit say whether it is TermType's field.
+    at = block.find(_CSV_ON_DEMAND, start, anchor_at)
+    return at >= 0 and block.count(b",", start, at) == term_type
 
 
-def scan_csv_blocks(fh: BinaryIO, term_type: int | None, block_size: int = _CSV_BLOCK) -> Iterator[bytes]:
+class CandidateScanner:
+    """`candidate_lines` over a body pushed in pieces of any size, cut at line ends.
+
+    Only the partial line at the end of a piece is carried to the next, so a large piece is
+    scanned where it lies, never copied whole.
+    """
+
+    def __init__(self, term_type: int | None, anchor: bytes = _CSV_ANCHOR) -> None:
+        self._term_type = term_type
+        self._anchor = anchor
+        self._tail = b""
+
+    def feed(self, piece: bytes) -> list[bytes]:
+        """The candidate lines completed by `piece` (a list: the carried tail moves eagerly)."""
+        found: list[bytes] = []
+        begin = 0
+        if self._tail:
+            first = piece.find(b"\n")
+            if first < 0:
+                self._tail += piece
+                return found
+            joined = self._tail + piece[: first + 1]  # the one line split across pieces
+            found.extend(candidate_lines(joined, len(joined), self._term_type, 0, self._anchor))
+            begin = first + 1
+        cut = piece.rfind(b"\n") + 1
+        if cut > begin:
+            found.extend(candidate_lines(piece, cut, self._term_type, begin, self._anchor))
+        self._tail = piece[max(cut, begin) :]
+        return found
+
+    def flush(self) -> list[bytes]:
+        """The candidate in the last, unterminated line, if any."""
+        tail, self._tail = self._tail, b""
+        return list(candidate_lines(tail, len(tail), self._term_type, 0, self._anchor)) if tail else []
+
+
+def scan_csv_blocks(
+    fh: BinaryIO, term_type: int | None, block_size: int = _CSV_BLOCK, anchor: bytes = _CSV_ANCHOR
+) -> Iterator[bytes]:
     """`candidate_lines` over the rest of the file, read in large blocks cut at line ends."""
-    tail = b""
+    scanner = CandidateScanner(term_type, anchor)
     while chunk := fh.read(block_size):
-        block = tail + chunk if tail else chunk
-        cut = block.rfind(b"\n") + 1
-        tail = block[cut:]
-        if cut:
-            yield from candidate_lines(block, cut, term_type)
-    if tail:
-        yield from candidate_lines(tail, len(tail), term_type)
+        yield from scanner.feed(chunk)
+    yield from scanner.flush()
+
+
+# The preamble is read once this many lines have arrived (`read_csv_preamble` reads at most 8);
+# a body whose first MiB holds fewer is not a Price List CSV (the stream parser gives up on it,
+# and parse reads the archived body to say why).
+_PREAMBLE_LINES = 8
+_PREAMBLE_MAX_BYTES = 1024 * 1024
+
+
+class CsvOfferParser:
+    """One CSV offer file pushed in pieces (`feed`), then `close()` -> its offers and exclusions.
+
+    The `BodyParser` the HTTP client runs while the file downloads (see connectors/base.py,
+    "Large bodies"), and the parser of an archived file (`scan_offer_csv` feeds it the file), so
+    both paths give the same items by construction. Prefilter raw lines, parse the survivors as
+    CSV, apply the JSON file's product rules.
+    """
+
+    def __init__(self, source: str = "offer file") -> None:
+        self._source = source
+        match = _OFFER_PATH.search(urlsplit(source).path)
+        self._file_region = match.group("region") if match else None
+        self._head = b""  # the body until the preamble and header row have arrived
+        self._header: OfferFileHeader | None = None
+        self._layout: CsvLayout | None = None
+        self._scanner: CandidateScanner | None = None
+        self._kept: dict[str, Mapping[str, str]] = {}
+        self._rates: dict[str, tuple[str, str] | None] = {}
+        self._left_out: dict[str, str] = {}  # sku -> counted exclusion (one per product, not per row)
+
+    def feed(self, piece: bytes) -> None:
+        if self._scanner is None:
+            self._head += piece
+            if self._head.count(b"\n") < _PREAMBLE_LINES and len(self._head) < _PREAMBLE_MAX_BYTES:
+                return
+            piece = self._start()
+        assert self._scanner is not None
+        self._rows(self._scanner.feed(piece))
+
+    def close(self) -> Iterator[Offer | Excluded]:
+        if self._scanner is None:  # a body shorter than the preamble wait
+            rest = self._start()
+            assert self._scanner is not None
+            self._rows(self._scanner.feed(rest))
+        assert self._scanner is not None and self._header is not None
+        self._rows(self._scanner.flush())
+        # Capacity Blocks: AWS sells them for Linux, so all are seen
+        items: list[Offer | Excluded] = [Excluded(reason) for reason in self._left_out.values()]
+        if self._kept and not self._rates:
+            raise LayoutChanged(
+                f"{self._source}: none of the {len(self._kept)} GPU products has an OnDemand hourly "
+                "row (TermType OnDemand, Unit Hrs); has the CSV layout changed?"
+            )
+        items.extend(_priced_offers(self._kept, self._rates, self._header, self._file_region))
+        return iter(items)
+
+    def _start(self) -> bytes:
+        """Read the preamble and header out of the head; the rest of the head, to scan."""
+        head = io.BytesIO(self._head)
+        self._header, columns = read_csv_preamble(head, source=self._source)
+        self._layout = csv_layout(columns, source=self._source)
+        self._scanner = CandidateScanner(term_type_field(columns), csv_anchor(columns))
+        rest = self._head[head.tell() :]
+        self._head = b""
+        return rest
+
+    def _rows(self, candidates: list[bytes]) -> None:
+        layout = self._layout
+        assert layout is not None
+        kept, rates, left_out = self._kept, self._rates, self._left_out
+        lines = (line.decode("utf-8", "replace").rstrip("\r") for line in candidates)
+        for row in csv.reader(lines):
+            if len(row) != layout.width:
+                raise LayoutChanged(
+                    f"{self._source}: a row has {len(row)} fields, the header {layout.width}; "
+                    "truncated download, or a quoted line break the line prefilter cannot follow?"
+                )
+            sku = row[layout.sku]
+            # Empty CSV fields are attributes the JSON file leaves out: keep them out here too.
+            attributes = {key: row[i] for key, i in layout.attributes if row[i]}
+            reason = product_exclusion(attributes)
+            if reason is not None and reason in COUNTED_PRODUCT_EXCLUSIONS:
+                left_out[sku] = reason
+            if reason is not None:
+                continue
+            kept.setdefault(sku, attributes)
+            # One row per sku x term x rate; the plain hourly rate has no lease (as `hourly_rate`).
+            if (
+                row[layout.term_type] != "OnDemand"
+                or row[layout.lease]
+                or row[layout.unit] not in ("Hrs", "Hours")
+            ):
+                continue
+            rate = (row[layout.price], row[layout.currency])
+            known = rates.get(sku)
+            if known is None or (rate[1] == "USD" and known[1] != "USD"):
+                rates[sku] = rate
 
 
 def scan_offer_csv(fh: BinaryIO, *, source: str = "offer file") -> Iterator[Offer | Excluded]:
-    """Stream one CSV offer file: prefilter raw lines, parse the survivors, apply the JSON rules."""
-    match = _OFFER_PATH.search(urlsplit(source).path)
-    file_region = match.group("region") if match else None
-    header, columns = read_csv_preamble(fh, source=source)
-    layout = csv_layout(columns, source=source)
-    kept: dict[str, Mapping[str, str]] = {}
-    rates: dict[str, tuple[str, str] | None] = {}
-    left_out: dict[str, str] = {}  # sku -> counted exclusion (one per product, not per CSV row)
-    candidates = scan_csv_blocks(fh, term_type_field(columns))
-    lines = (line.decode("utf-8", "replace").rstrip("\r") for line in candidates)
-    for row in csv.reader(lines):
-        if len(row) != layout.width:
-            raise LayoutChanged(
-                f"{source}: a row has {len(row)} fields, the header {layout.width}; "
-                "truncated download, or a quoted line break the line prefilter cannot follow?"
-            )
-        sku = row[layout.sku]
-        # Empty CSV fields are attributes the JSON file leaves out: keep them out here too.
-        attributes = {key: row[i] for key, i in layout.attributes if row[i]}
-        reason = product_exclusion(attributes)
-        if reason is not None and reason in COUNTED_PRODUCT_EXCLUSIONS:
-            left_out[sku] = reason
-        if reason is not None:
-            continue
-        kept.setdefault(sku, attributes)
-        # One row per sku x term x rate; the plain hourly rate has no lease (as `hourly_rate`).
-        if (
-            row[layout.term_type] != "OnDemand"
-            or row[layout.lease]
-            or row[layout.unit] not in ("Hrs", "Hours")
-        ):
-            continue
-        rate = (row[layout.price], row[layout.currency])
-        known = rates.get(sku)
-        if known is None or (rate[1] == "USD" and known[1] != "USD"):
-            rates[sku] = rate
-    for reason in left_out.values():  # Capacity Blocks: AWS sells them for Linux, so all are seen
-        yield Excluded(reason)
-    if kept and not rates:
-        raise LayoutChanged(
-            f"{source}: none of the {len(kept)} GPU products has an OnDemand hourly row "
-            "(TermType OnDemand, Unit Hrs); has the CSV layout changed?"
-        )
-    yield from _priced_offers(kept, rates, header, file_region)
+    """Parse one archived CSV offer file: the file fed through `CsvOfferParser` in large blocks."""
+    parser = CsvOfferParser(source)
+    while block := fh.read(_CSV_BLOCK):
+        parser.feed(block)
+    yield from parser.close()
 
 
 def offer_location(stated_region: str, file_region: str | None) -> tuple[str, str | None]:

@@ -9,6 +9,38 @@ never mix:
 Keeping them apart means every parse can be replayed from the raw archive, and every parser is
 tested on recorded responses without a network.
 
+Large bodies: parse while they stream (opt-in, per request). Downloading a body whole and then
+reading it again to parse it costs the download time plus the parse time; for an AWS offer file
+(hundreds of MB per region) that is most of a run. A connector may instead hand the HTTP client a
+`BodyParser` factory with the request, `client.fetch(..., spool=True, stream=make_parser)`. In one
+pass over the body, the client then tees every chunk, after redaction, three ways:
+
+    spool file     the body byte for byte, as before: the raw archive stays the source of truth
+    SHA-256        `RawResponse.sha256`: the archive addresses the body without reading it again
+    the parser     `feed(chunk)` for each piece in order, `close()` -> the parse items, kept on
+                   `RawResponse.parsed`
+
+and `parse(responses)` stays pure: for a response that carries `parsed` it yields those items; for
+any other (one rebuilt from the archive, a test's, a replay of a cassette) it parses the body. The
+streaming and the archive paths must share their code (the archive path feeds the file through the
+same `BodyParser`), so they agree by construction; test them against each other with odd chunk
+sizes. The fetch keeps every behaviour it has, which is why the parser is pushed chunks rather
+than given an iterator to pull from: the client keeps its own loop (deadline per chunk, redaction,
+retries), and a push parser runs inline in it, with no thread hand-off per chunk:
+
+- a parser is made fresh for every attempt, and only for a 2xx answer: a body that breaks off and
+  is retried is never half-parsed into the result;
+- a parser that raises is dropped and the body still downloads and spools whole, `parsed` is left
+  None, and `parse` meets the same error on the body (a `LayoutChanged` is still a parse error,
+  with the raw responses archived for whoever fixes the parser);
+- transport errors, the size cap, deadlines and redaction apply exactly as to any spooled body, and
+  a failed download leaves no partial spool file.
+
+The spool write and the hash run on a helper thread (both release the GIL), so on a fast link the
+parser, not the disk, sets the pace. A streamed parse is CPU work inside the fetch: the
+`fetch_seconds` of a provider run then include it. `connectors.http.fetch_concurrently` runs a
+connector's independent requests (AWS's region files) in parallel within the per-host bound.
+
 Errors (all subclass `ConnectorError`)::
 
     ConnectorError            anything a connector raises on purpose
@@ -146,6 +178,11 @@ class RawResponse:
     `request_body` or `headers`. Small bodies are held in `body`; a large body (an AWS offer file
     is gigabytes) is spooled to disk and referenced by `body_path`, with `body` left empty, so that
     parsers can stream it with `open()` in constant memory.
+
+    Two fields are derived from the body in the pass that read it (see "Large bodies" above), never
+    needed to re-parse it: `sha256`, its hex digest (the archive's address; None when the response
+    was not made by the HTTP client), and `parsed`, the items a streaming parser produced from
+    exactly this body (None when nothing was streamed, or the parser failed).
     """
 
     url: str
@@ -157,6 +194,8 @@ class RawResponse:
     request_body: bytes | None = None
     body: bytes = b""
     body_path: Path | None = None
+    sha256: str | None = None
+    parsed: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
 
     def open(self) -> BinaryIO:
         """A binary stream over the body, wherever it is held."""
@@ -314,6 +353,18 @@ def excluded(counts: Mapping[str, int]) -> Iterator[Excluded]:
     for reason, count in sorted(counts.items()):
         if count:
             yield Excluded(reason, count=count)
+
+
+class BodyParser(Protocol):
+    """Parses one body while it streams in: chunks pushed in order, then `close` for the items.
+
+    `feed` may raise (a `LayoutChanged` on a header it cannot read); the client then drops the
+    parser and `parse` reads the archived body instead, meeting the same error there.
+    """
+
+    def feed(self, chunk: bytes) -> None: ...
+
+    def close(self) -> Iterable[Offer | Unchanged | Excluded | FxRate]: ...
 
 
 @runtime_checkable

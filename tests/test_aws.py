@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
+import hashlib
 import io
 import json
 import math
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from connectors import aws
 from connectors.base import Excluded, FetchError, LayoutChanged, Offer, RawResponse, Unchanged, exclusions
-from connectors.http import make_client
+from connectors.http import make_client, remove_spooled
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "aws"
@@ -804,3 +809,290 @@ def test_scopes_are_per_region_for_on_demand_and_spot_and_a_304_still_covers_spo
             "scope": o.scope_name,
         }
         assert _covered(fields, not_modified) is (o.pricing_type == "spot")
+
+
+# --- parse while the offer file streams -------------------------------------------------------------
+
+
+def _pieces(body: bytes, size: int) -> list[bytes]:
+    return [body[i : i + size] for i in range(0, len(body), size)]
+
+
+@pytest.mark.parametrize("size", [1, 7, 97, 4096, 10**9])
+@pytest.mark.parametrize("crlf", [False, True])
+def test_csv_pushed_in_pieces_of_any_size_parses_like_the_archived_file(size: int, crlf: bool) -> None:
+    text = _fixture_csv("us-east-1")
+    body = _csv_body(text.replace("\n", "\r\n") if crlf else text)
+    from_file = list(aws.parse([_raw(US_EAST_1_URL, body=body)]))
+    parser = aws.CsvOfferParser(US_EAST_1_URL)
+    for piece in _pieces(body, size):
+        parser.feed(piece)
+    assert list(parser.close()) == from_file
+    assert len(_offers(from_file)) == 4
+
+
+def test_candidate_scanner_carries_only_the_split_line() -> None:
+    fh = io.BytesIO(_csv_body(_fixture_csv("eu-west-1")))
+    _header, columns = aws.read_csv_preamble(fh)
+    rest = fh.read()
+    whole = list(aws.candidate_lines(rest, len(rest), aws.term_type_field(columns)))
+    scanner = aws.CandidateScanner(aws.term_type_field(columns))
+    found = [line for piece in _pieces(rest, 333) for line in scanner.feed(piece)] + scanner.flush()
+    assert found == whole and whole
+    # a last line without a line end is still scanned
+    scanner = aws.CandidateScanner(aws.term_type_field(columns))
+    assert scanner.feed(rest.rstrip(b"\n")) + scanner.flush() == whole
+
+
+def test_candidate_lines_from_an_offset_skip_what_is_before_it() -> None:
+    line = b'"S","T","S.T.R","OnDemand","Shared",,"Linux","No License required","Used"\n'
+    block = line + b"junk" + line
+    assert list(aws.candidate_lines(block, len(block), 3, begin=len(line) + 4)) == [line.rstrip(b"\n")]
+
+
+def test_a_preamble_split_across_pieces_and_a_body_shorter_than_the_wait() -> None:
+    body = _csv_body(_fixture_csv("eu-west-1"))
+    expected = list(aws.parse([_raw(EU_WEST_1_URL, body=body)]))
+    parser = aws.CsvOfferParser(EU_WEST_1_URL)
+    for piece in _pieces(body, 50):  # the header row arrives in many pieces
+        parser.feed(piece)
+    assert list(parser.close()) == expected
+    # a body shorter than the eight lines the preamble waits for is read at close
+    parser = aws.CsvOfferParser(EU_WEST_1_URL)
+    parser.feed(b'"FormatVersion","v1.0"\n')
+    with pytest.raises(LayoutChanged, match="no header row"):
+        parser.close()
+
+
+def test_stream_parser_errors_are_the_archive_parser_errors() -> None:
+    text = _fixture_csv("eu-west-1").replace('"Pre Installed S/W"', '"PreInstalled"')
+    parser = aws.CsvOfferParser(EU_WEST_1_URL)
+    with pytest.raises(LayoutChanged, match="Pre Installed S/W"):
+        parser.feed(_csv_body(text))
+
+
+def test_fetch_parses_offer_files_while_they_stream_and_hashes_them() -> None:
+    with _replay_client() as client:
+        responses = list(aws.fetch(client, {}))
+    offer_files = [r for r in responses if r.url in (US_EAST_1_URL, EU_WEST_1_URL)]
+    assert [r.parsed is not None for r in offer_files] == [True, True]
+    for response in responses:
+        assert response.sha256 == hashlib.sha256(response.read()).hexdigest()
+    # The items parsed while streaming are those of the archived bodies, in the same order.
+    from_archive = [dataclasses.replace(r, parsed=None) for r in responses]
+    assert list(aws.parse(responses)) == list(aws.parse(from_archive))
+    for response in responses:
+        remove_spooled(response)
+
+
+def test_a_broken_stream_parse_leaves_the_whole_body_for_parse_to_report() -> None:
+    broken = (FIXTURES / "offer-us-east-1__2026-11-29.csv").read_bytes().replace(b'"GPU",', b'"Gpus",')
+
+    def renamed(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=broken)
+
+    with _fixture_server({US_EAST_1_URL: renamed}) as client:
+        responses = list(aws.fetch(client, {}))
+    offer = next(r for r in responses if r.url == US_EAST_1_URL)
+    assert offer.parsed is None and offer.read() == broken  # archived byte for byte all the same
+    with pytest.raises(LayoutChanged, match="'GPU'"):
+        list(aws.parse(responses))
+    for response in responses:
+        remove_spooled(response)
+
+
+class _BreaksOnce(httpx.SyncByteStream):
+    def __init__(self, body: bytes, broke: list[bool]) -> None:
+        self._body, self._broke = body, broke
+
+    def __iter__(self):
+        if not self._broke:
+            self._broke.append(True)
+            yield self._body[: len(self._body) * 2 // 3]  # most of the file: offers already seen
+            raise httpx.RemoteProtocolError("peer closed connection without sending complete body")
+        yield self._body
+
+
+def test_a_body_retried_after_breaking_off_is_parsed_once_from_the_good_attempt() -> None:
+    body = (FIXTURES / "offer-us-east-1__2026-11-29.csv").read_bytes()
+    broke: list[bool] = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=_BreaksOnce(body, broke))
+
+    with _fixture_server({US_EAST_1_URL: flaky}) as client:
+        responses = list(aws.fetch(client, {}))
+    offer = next(r for r in responses if r.url == US_EAST_1_URL)
+    assert broke and offer.read() == body
+    assert offer.parsed == tuple(aws.parse([dataclasses.replace(offer, parsed=None)]))
+    for response in responses:
+        remove_spooled(response)
+
+
+def _many_regions(regions: list[str]) -> dict:
+    return {
+        "regions": {
+            r: {
+                "regionCode": r,
+                "currentVersionUrl": f"/offers/v1.0/aws/AmazonEC2/20261127183045/{r}/index.json",
+            }
+            for r in regions
+        }
+    }
+
+
+def _region_server(regions: list[str], per_host: int, on_file=None, spool_dir: Path | None = None):
+    """A client whose region index lists `regions`, each served us-east-1's CSV fixture."""
+    csv_body = (FIXTURES / "offer-us-east-1__2026-11-29.csv").read_bytes()
+    index = json.dumps(_many_regions(regions)).encode()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        url = str(request.url)
+        if url == aws.REGION_INDEX_URL:
+            return httpx.Response(200, content=index)
+        if url.endswith("/index.csv"):
+            if on_file is not None:
+                return on_file(request, csv_body)
+            return httpx.Response(200, content=csv_body)
+        if url == aws.SPOT_URL:
+            return httpx.Response(200, content=(FIXTURES / "spot-js__2026-11-29.js").read_bytes())
+        return httpx.Response(200, content=(FIXTURES / "spot-advisor-data__2026-11-29.json").read_bytes())
+
+    return make_client(
+        transport=httpx.MockTransport(handler), per_host=per_host, sleep=lambda _: None, spool_dir=spool_dir
+    )
+
+
+def test_region_files_download_concurrently_within_the_per_host_bound() -> None:
+    regions = ["ap-south-1", "eu-west-1", "sa-east-1", "us-east-1", "us-west-2"]
+    lock = threading.Lock()
+    in_flight, peak = [0], [0]
+
+    class Counted(httpx.SyncByteStream):
+        def __init__(self, body: bytes) -> None:
+            self._body = body
+
+        def __iter__(self):
+            time.sleep(0.05)  # long enough for the other downloads to start
+            yield self._body
+
+        def close(self) -> None:
+            with lock:
+                in_flight[0] -= 1
+
+    def on_file(request: httpx.Request, body: bytes) -> httpx.Response:
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        return httpx.Response(200, stream=Counted(body))
+
+    with _region_server(regions, per_host=2, on_file=on_file) as client:
+        responses = list(aws.fetch(client, {}))
+    assert peak[0] == 2  # in parallel, and never past the bound
+    offer_urls = [r.url for r in responses if r.url.endswith("/index.csv")]
+    assert [urlsplit(u).path.split("/")[-2] for u in offer_urls] == regions  # in region order
+    assert all(r.parsed is not None for r in responses if r.url.endswith("/index.csv"))
+    for response in responses:
+        remove_spooled(response)
+
+
+def test_region_files_are_yielded_in_order_whatever_finishes_first() -> None:
+    regions = ["eu-west-1", "us-east-1", "us-west-2"]
+
+    def on_file(request: httpx.Request, body: bytes) -> httpx.Response:
+        class Slow(httpx.SyncByteStream):
+            def __iter__(self):
+                if "/eu-west-1/" in str(request.url):
+                    time.sleep(0.1)  # the first region is the last to arrive
+                yield body
+
+        return httpx.Response(200, stream=Slow())
+
+    with _region_server(regions, per_host=4, on_file=on_file) as client:
+        responses = list(aws.fetch(client, {}))
+    assert [urlsplit(r.url).path.split("/")[-2] for r in responses[1:4]] == regions
+    for response in responses:
+        remove_spooled(response)
+
+
+def test_a_failed_region_cancels_the_others_and_leaves_no_spool_file(tmp_path: Path) -> None:
+    regions = ["eu-west-1", "us-east-1", "us-west-2"]
+    started = threading.Event()
+
+    def on_file(request: httpx.Request, body: bytes) -> httpx.Response:
+        if "/eu-west-1/" in str(request.url):
+            started.wait(5)  # fail once another region is mid-download
+            return httpx.Response(404, text="NoSuchKey")
+
+        class Endless(httpx.SyncByteStream):
+            def __iter__(self):
+                yield body
+                started.set()
+                for _ in range(1000):  # 10 s unless the cancellation stops it
+                    time.sleep(0.01)
+                    yield b"x" * 1024
+
+        return httpx.Response(200, stream=Endless())
+
+    begun = time.monotonic()
+    with (
+        _region_server(regions, per_host=4, on_file=on_file, spool_dir=tmp_path) as client,
+        pytest.raises(FetchError, match="404"),
+    ):
+        list(aws.fetch(client, {}))
+    assert time.monotonic() - begun < 5
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_the_provider_deadline_bounds_region_files_fetched_in_parallel() -> None:
+    from connectors.base import DeadlineExceeded
+    from connectors.http import provider_deadline
+
+    def on_file(request: httpx.Request, body: bytes) -> httpx.Response:
+        class Drip(httpx.SyncByteStream):
+            def __iter__(self):
+                for i in range(0, len(body), 100):
+                    time.sleep(0.01)
+                    yield body[i : i + 100]
+
+        return httpx.Response(200, stream=Drip())
+
+    begun = time.monotonic()
+    with (
+        _region_server(["eu-west-1", "us-east-1"], per_host=4, on_file=on_file) as client,
+        provider_deadline(0.3),
+        pytest.raises(DeadlineExceeded),
+    ):
+        list(aws.fetch(client, {}))
+    assert time.monotonic() - begun < 3
+
+
+def test_csv_anchor_is_the_longer_needle_only_when_the_columns_are_adjacent() -> None:
+    header = next(csv.reader(io.StringIO(_fixture_csv("us-east-1").splitlines()[5])))
+    assert aws.csv_anchor(header) == b'"Linux","No License required"'
+    moved = [c for c in header if c != "License Model"] + ["License Model"]
+    assert aws.csv_anchor(moved) == b'"Linux"'
+
+
+def test_the_long_anchor_finds_the_same_candidates_as_the_short_one() -> None:
+    fh = io.BytesIO(_csv_body(_fixture_csv("us-east-1")))
+    _header, columns = aws.read_csv_preamble(fh)
+    rest = fh.read()
+    term_type = aws.term_type_field(columns)
+    short = list(aws.candidate_lines(rest, len(rest), term_type))
+    assert list(aws.candidate_lines(rest, len(rest), term_type, anchor=aws.csv_anchor(columns))) == short
+    assert len(short) == 7  # as in test_csv_crlf_line_ends_and_small_blocks_give_the_same_offers
+
+
+def test_csv_with_license_model_apart_from_the_operating_system_still_parses() -> None:
+    rows = list(csv.reader(io.StringIO(_fixture_csv("us-east-1"))))
+    preamble, header, data = rows[:5], rows[5], rows[6:]
+    order = [i for i, c in enumerate(header) if c != "License Model"] + [header.index("License Model")]
+    out = io.StringIO()
+    writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    writer.writerows(preamble)
+    writer.writerows([r[i] for i in order] for r in [header, *data])
+    moved = _sorted(_offers(aws.parse([_raw(US_EAST_1_URL, body=out.getvalue().encode())])))
+    assert moved == _sorted(
+        _offers(aws.parse([_raw(US_EAST_1_URL, body=_csv_body(_fixture_csv("us-east-1")))]))
+    )
