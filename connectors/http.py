@@ -578,6 +578,11 @@ def _close(parser: BodyParser | None, what: str) -> tuple[Any, ...] | None:
         return None
 
 
+# progress(what, bytes received so far, bytes expected or None, finished): called for spooled
+# (large) downloads as each block lands, so a runner can show a bar per file
+Progress = Callable[[str, int, int | None, bool], None]
+
+
 class Client(httpx.Client):
     """An `httpx.Client` that knows which values are secrets and returns `RawResponse`s."""
 
@@ -589,6 +594,17 @@ class Client(httpx.Client):
     retries: int
     backoff: float
     sleep: Callable[[float], None]
+    progress: Progress | None = None
+
+    def _report(self, what: str, response: httpx.Response, finished: bool) -> None:
+        if self.progress is None:
+            return
+        declared = response.headers.get("content-length")
+        total = int(declared) if declared and declared.isdigit() else None
+        try:
+            self.progress(what, response.num_bytes_downloaded, total, finished)
+        except Exception:  # a display must never fail a download
+            log.debug("progress display failed for %s", what, exc_info=True)
 
     def _read_body(
         self,
@@ -620,6 +636,7 @@ class Client(httpx.Client):
                     gathered = 0
                     writer.write(block)
                     parser = _feed(parser, block, what)
+                    self._report(what, response, False)
             kept.append(redactor.flush())
             if writer is None:
                 body = b"".join(kept)
@@ -628,10 +645,12 @@ class Client(httpx.Client):
             block = b"".join(kept)
             writer.write(block)
             parser = _feed(parser, block, what)
+            self._report(what, response, True)
             return b"", writer.path, writer.finish(), _close(parser, what)
         except BaseException:
             if writer is not None:
                 writer.abort()
+                self._report(what, response, True)  # the bar goes; the error says why
             raise
 
     def fetch(

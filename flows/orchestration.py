@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -128,6 +129,64 @@ class Runner(Protocol):
         """Make the summary visible where the runner's users look."""
         ...
 
+    def downloads(self) -> DownloadProgress | None:
+        """Where large downloads report their progress (a bar per file), if anywhere."""
+        ...
+
+
+class DownloadProgress(Protocol):
+    def __call__(self, what: str, received: int, total: int | None, finished: bool) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class TerminalDownloads:
+    """A rich progress bar per large download, on stderr, only when stderr is a terminal."""
+
+    def __init__(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        from flows.output import err
+
+        self._bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,
+        )
+        self._tasks: dict[str, Any] = {}
+        self._started = False
+        self._lock = threading.Lock()
+
+    def __call__(self, what: str, received: int, total: int | None, finished: bool) -> None:
+        with self._lock:
+            if not self._started:
+                self._bars.start()
+                self._started = True
+            task = self._tasks.get(what)
+            if task is None:
+                label = what.split("?")[0].rsplit("/", 3)[-3:]
+                task = self._tasks[what] = self._bars.add_task("/".join(label), total=total)
+            self._bars.update(task, completed=received, total=total)
+            if finished:
+                self._bars.remove_task(self._tasks.pop(what))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._started:
+                self._bars.stop()
+
 
 class LocalRunner:
     """Every provider in its own thread, steps called directly, progress to the standard logger."""
@@ -153,6 +212,9 @@ class LocalRunner:
 
     def publish(self, summary: RefreshSummary) -> None:
         return None
+
+    def downloads(self) -> DownloadProgress | None:
+        return TerminalDownloads()
 
 
 def describe_batch(batch: ProviderBatch) -> str:
@@ -227,6 +289,8 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
         spool_dir=spool_root / run_id,
         request_deadline=settings.http_request_deadline_seconds,
     )
+    progress = runner.downloads()
+    client.progress = progress
     outcomes: list[ProviderOutcome] = []
     summary = RefreshSummary(
         run_id=run_id, status="failed", mode=plan.mode, outcomes=outcomes, runner=runner.name
@@ -264,6 +328,8 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
         raise
     finally:
         client.close()
+        if progress is not None:
+            progress.close()
         if con is not None:
             con.close()
         shutil.rmtree(spool_root / run_id, ignore_errors=True)

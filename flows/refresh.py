@@ -14,11 +14,12 @@ nothing loaded. `--replay` writes to its own warehouse and feeds under `$GPUCOST
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_table_artifact
+from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 from prefect.blocks.system import Secret
 from prefect.cache_policies import NO_CACHE
 from prefect.context import get_run_context
@@ -90,6 +91,37 @@ class PrefectRunner:
 
     def publish(self, summary: RefreshSummary) -> None:
         _publish_artifact(summary)
+
+    def downloads(self) -> ArtifactDownloads:
+        return ArtifactDownloads()
+
+
+class ArtifactDownloads:
+    """A Prefect progress artifact per large download, updated every 5 % (each update is an API
+    call, so not per block)."""
+
+    STEP_PERCENT = 5.0
+
+    def __init__(self) -> None:
+        self._artifacts: dict[str, tuple[Any, float]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, what: str, received: int, total: int | None, finished: bool) -> None:
+        if not total:
+            return  # no Content-Length: no percentage to show
+        percent = 100.0 if finished else min(99.0, 100.0 * received / total)
+        with self._lock:
+            artifact, shown = self._artifacts.get(what, (None, -100.0))
+            if artifact is not None and not finished and percent - shown < self.STEP_PERCENT:
+                return
+            if artifact is None:
+                artifact = create_progress_artifact(percent, description=f"downloading {what}")
+            else:
+                update_progress_artifact(artifact, percent)
+            self._artifacts[what] = (artifact, percent)
+
+    def close(self) -> None:
+        return None
 
 
 # max_workers: every provider fetches at once (they wait on the network, not the CPU); 32 covers

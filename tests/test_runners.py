@@ -3,6 +3,7 @@ server starts, answers and stops. (The Prefect runner itself is exercised by tes
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -128,3 +129,75 @@ def test_a_malformed_feeds_url_fails_before_anything_starts(home, monkeypatch):
     result = CliRunner().invoke(app, ["refresh", "--providers", "oci", "--replay", str(REPLAY)])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert not (home / "replay" / "warehouse.duckdb").exists()
+
+
+# --- progress of large downloads ------------------------------------------------------------------------
+
+
+def test_spooled_downloads_report_progress_as_blocks_land(tmp_path: Path):
+    import httpx
+
+    from connectors.http import make_client
+
+    mib = b"x" * (1024 * 1024)
+    body = mib * 9  # a little over two 4 MiB blocks, arriving a MiB at a time
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-length": str(len(body))}, content=iter([mib] * 9))
+
+    client = make_client(transport=httpx.MockTransport(handler), spool_dir=tmp_path)
+    seen: list[tuple[int, int | None, bool]] = []
+    client.progress = lambda what, received, total, finished: seen.append((received, total, finished))
+    raw = client.fetch("GET", "https://example.test/offer-file.csv", spool=True)
+    assert raw.body_path is not None and raw.size_bytes == len(body)
+    assert [finished for *_, finished in seen] == [False, False, True]
+    assert [received for received, *_ in seen] == sorted(received for received, *_ in seen)
+    assert seen[-1][:2] == (len(body), len(body))
+    seen.clear()
+    client.fetch("GET", "https://example.test/small.json")  # in memory: no bar for small answers
+    assert seen == []
+
+
+def test_a_progress_display_that_fails_never_fails_the_download(tmp_path: Path):
+    import httpx
+
+    from connectors.http import make_client
+
+    client = make_client(
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, content=b"y" * 10)), spool_dir=tmp_path
+    )
+
+    def broken(*_args):
+        raise RuntimeError("terminal went away")
+
+    client.progress = broken
+    assert client.fetch("GET", "https://example.test/f", spool=True).size_bytes == 10
+
+
+def test_prefect_progress_artifacts_update_every_five_percent(monkeypatch):
+    import flows.refresh as prefect_runner
+
+    calls: list[tuple[str, float]] = []
+    monkeypatch.setattr(
+        prefect_runner, "create_progress_artifact", lambda p, description: calls.append(("new", p)) or "a1"
+    )
+    monkeypatch.setattr(prefect_runner, "update_progress_artifact", lambda a, p: calls.append(("update", p)))
+    downloads = prefect_runner.ArtifactDownloads()
+    total = 1000
+    for received in range(0, total, 10):  # a hundred blocks of 1 %
+        downloads("GET https://x/offer.csv", received, total, False)
+    downloads("GET https://x/offer.csv", total, total, True)
+    downloads("GET https://x/unsized", 5, None, True)  # no Content-Length: nothing to show
+    assert calls[0] == ("new", 0.0) and calls[-1] == ("update", 100.0)
+    assert 20 <= len(calls) <= 22  # every 5 %, not every block
+    assert all(b - a >= 5 for (_, a), (_, b) in itertools.pairwise(calls))
+
+
+def test_terminal_bars_stay_silent_off_a_terminal():
+    from flows.orchestration import TerminalDownloads
+
+    bars = TerminalDownloads()
+    bars("GET https://x/a.csv", 10, 100, False)
+    bars("GET https://x/a.csv", 100, 100, True)
+    bars.close()
+    assert bars._tasks == {}
