@@ -153,6 +153,8 @@ def test_text_columns_sort_too(opened):
     opened.wait_for(
         "document.querySelector(\"#compare-table th[data-key='provider']\").ariaSort === 'ascending'"
     )
+    # the header's state changes before the rows move: wait for the rows themselves
+    opened.wait_for(f"{column('provider')}.every((x, i, v) => !i || v[i - 1].localeCompare(x) <= 0)")
     names = opened.evaluate(column("provider"))
     # sortable-tablesort compares text with localeCompare, so the check does too
     assert names == opened.evaluate(f"{column('provider')}.slice().sort((a, b) => a.localeCompare(b))")
