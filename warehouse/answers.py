@@ -44,6 +44,7 @@ import polars as pl
 
 from warehouse.db import PACKAGE_DIR, WarehouseError
 from warehouse.hardware import HardwareCatalog
+from warehouse.marts import resolve_descriptions
 
 QUERIES_DIR = PACKAGE_DIR / "sql" / "queries"
 OFFER_KEY = ("provider", "instance_type", "region", "zone", "pricing_type")
@@ -323,25 +324,15 @@ def price_intervals(
     frame = con.sql(_INTERVALS_SQL, params=[now, since]).pl()
     catalog = catalog or HardwareCatalog.load()
     hardware_key = ["provider", "instance_type", "gpu_name_raw", "gpu_memory_gb_raw", "gpu_count_raw"]
-    resolved = []
-    distinct = frame.select(hardware_key).unique().rows()
-    for provider, instance_type, name_raw, memory_raw, count_raw in distinct:
-        # a count of 0 is how connectors say "not stated" (as in warehouse.marts.resolve_hardware)
-        match = catalog.resolve(provider, instance_type, name_raw, memory_raw, count_raw or None)
-        resolved.append(
-            {
-                "provider": provider,
-                "instance_type": instance_type,
-                "gpu_name_raw": name_raw,
-                "gpu_memory_gb_raw": memory_raw,
-                "gpu_count_raw": count_raw,
-                "gpu_name": match.gpu_name if match else None,
-                "vram_gb": match.vram_gb if match else None,
-                "gpu_count": (match.gpu_count if match and match.gpu_count else None) or (count_raw or None),
-            }
-        )
-    schema = {**dict(frame.select(hardware_key).schema), **_INTERVALS_SCHEMA}
-    hardware = pl.DataFrame(resolved, schema=schema)
+    described = resolve_descriptions(catalog, frame.select(hardware_key).unique().rows())
+    # a count of 0 is how connectors say "not stated"; the seeds then know it (see marts.py)
+    stated = pl.when(pl.col("gpu_count_raw") > 0).then(pl.col("gpu_count_raw"))
+    hardware = described.select(
+        *hardware_key,
+        "gpu_name",
+        "vram_gb",
+        pl.coalesce(pl.when(pl.col("gpu_count") > 0).then(pl.col("gpu_count")), stated).alias("gpu_count"),
+    ).cast(dict(frame.select(hardware_key).schema) | _INTERVALS_SCHEMA)
     joined = frame.join(hardware, on=hardware_key, how="left", nulls_equal=True)
     joined = joined.filter(pl.col("gpu_name").is_not_null() & (pl.col("gpu_count") > 0)).with_columns(
         (pl.col("price_usd_per_hour") / pl.col("gpu_count")).alias("price_usd_per_gpu_hour")

@@ -15,10 +15,11 @@ Order of work:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from graphlib import TopologicalSorter
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -75,14 +76,22 @@ def sql_models(directory: Path = SQL_DIR) -> list[SqlModel]:
     return [models[name] for name in TopologicalSorter(graph).static_order()]
 
 
-def resolve_hardware(con: duckdb.DuckDBPyConnection, catalog: HardwareCatalog) -> pl.DataFrame:
-    """Resolve each distinct GPU description of the current offers to a canonical GPU."""
+def resolve_hardware(
+    con: duckdb.DuckDBPyConnection, catalog: HardwareCatalog, *, current_only: bool = True
+) -> pl.DataFrame:
+    """Resolve each distinct GPU description of the current offers (or, with `current_only=False`,
+    of the whole price history) to a canonical GPU."""
+    where = "where valid_to is null" if current_only else ""
     distinct = con.execute(
-        """
-        select distinct provider, instance_type, gpu_name_raw, gpu_memory_gb_raw, gpu_count
-        from core.offer_prices where valid_to is null
-        """
+        "select distinct provider, instance_type, gpu_name_raw, gpu_memory_gb_raw, gpu_count "
+        f"from core.offer_prices {where}"
     ).fetchall()
+    return resolve_descriptions(catalog, distinct)
+
+
+def resolve_descriptions(catalog: HardwareCatalog, distinct: Iterable[Sequence[Any]]) -> pl.DataFrame:
+    """One row of `_HARDWARE_SCHEMA` per (provider, instance_type, gpu_name_raw,
+    gpu_memory_gb_raw, gpu_count) description: the one place offers meet the hardware seeds."""
     rows = []
     for provider, instance_type, name_raw, memory_raw, count_raw in distinct:
         # A count of 0 is how connectors say "the source does not state it" (Azure, AWS spot).

@@ -44,6 +44,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from warehouse.db import SAMPLE_BANNER, Settings, holds_sample_data, reader_path
 from warehouse.hardware import HardwareCatalog
+from warehouse.marts import resolve_hardware
 
 ASSETS_DIR = Path(__file__).resolve().parent / "report"
 PAGE_NAME = "index.html"
@@ -270,35 +271,18 @@ def fit_data(con: duckdb.DuckDBPyConnection, top: int = TOP_OFFERS) -> dict[str,
 
 def _gpu_names(con: duckdb.DuckDBPyConnection, catalog: HardwareCatalog) -> pl.DataFrame:
     """Canonical GPU name and count for every GPU description in the price history."""
-    distinct = con.execute(
-        "select distinct provider, instance_type, gpu_name_raw, gpu_memory_gb_raw, gpu_count "
-        "from core.offer_prices"
-    ).fetchall()
-    rows = []
-    for provider, instance_type, name_raw, memory_raw, count_raw in distinct:
-        # a count of 0 is how connectors say "not stated"; the seeds then know it (see marts.py)
-        match = catalog.resolve(provider, instance_type, name_raw, memory_raw, count_raw or None)
-        rows.append(
-            {
-                "provider": provider,
-                "instance_type": instance_type,
-                "gpu_name_raw": name_raw,
-                "gpu_memory_gb_raw": memory_raw,
-                "gpu_count_raw": count_raw,
-                "gpu_name": match.gpu_name if match else None,
-                "gpu_count": match.gpu_count if match and match.gpu_count else count_raw or None,
-            }
-        )
-    schema = {
-        "provider": pl.String,
-        "instance_type": pl.String,
-        "gpu_name_raw": pl.String,
-        "gpu_memory_gb_raw": pl.Float64,
-        "gpu_count_raw": pl.Float64,
-        "gpu_name": pl.String,
-        "gpu_count": pl.Float64,
-    }
-    return pl.DataFrame(rows, schema=schema)
+    hardware = resolve_hardware(con, catalog, current_only=False)
+    # a count of 0 is how connectors say "not stated"; the seeds then know it (see marts.py)
+    stated = pl.when(pl.col("gpu_count_raw") > 0).then(pl.col("gpu_count_raw"))
+    return hardware.select(
+        "provider",
+        "instance_type",
+        "gpu_name_raw",
+        "gpu_memory_gb_raw",
+        "gpu_count_raw",
+        "gpu_name",
+        pl.coalesce(pl.when(pl.col("gpu_count") > 0).then(pl.col("gpu_count")), stated).alias("gpu_count"),
+    )
 
 
 def downsample(points: Sequence[tuple[int, float | None]], max_points: int) -> list[list[Any]]:
