@@ -53,7 +53,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded, number
 from connectors.http import Client, request_key
 
 name = "azure"
@@ -229,19 +229,9 @@ def price_problem(item: Mapping[str, Any]) -> tuple[float, str | None]:
     if PRICE_KEY not in item:
         return math.nan, f"`{PRICE_KEY}` missing from the price item (renamed?)"
     raw = item[PRICE_KEY]
-    price = _as_float(raw)
+    price = number(raw)
     if price is None:
         return math.nan, f"`{PRICE_KEY}` is not a finite number: {raw!r}"
     if price <= 0:
         return price, f"`{PRICE_KEY}` is zero or negative: {raw!r}"
     return price, None
-
-
-def _as_float(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None

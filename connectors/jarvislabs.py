@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, excluded
+from connectors.base import number as as_number
 from connectors.http import Client
 
 name = "jarvislabs"
@@ -170,8 +171,8 @@ def pool_offers(pool: Pool, currency: str, currency_stated: bool = True) -> Iter
         tiers.append(("spot", "spot_price"))
     elif row.get("spot_price") is not None:
         yield Excluded("vm_spot_not_offered", f"{pool.gpu_type} {pool.region} {pool.workload}")
-    vram = _number(row.get("vram"))
-    cpus, ram = _number(row.get("cpus_per_gpu")), _number(row.get("ram_per_gpu"))
+    vram = as_number(row.get("vram"))
+    cpus, ram = as_number(row.get("cpus_per_gpu")), as_number(row.get("ram_per_gpu"))
     data = {
         "gpu_type": pool.gpu_type,
         "workload_type": row.get("workload_type"),
@@ -239,7 +240,7 @@ def _currency(value: object, url: str) -> str:
 
 
 def _ceiling(row: Mapping[str, Any]) -> int:
-    number = _number(row.get("num_gpus"))
+    number = as_number(row.get("num_gpus"))
     if number is None or number < 1 or number != int(number):
         # Absent means 1 (SDK); unreadable too: never guess a larger shape than one GPU.
         return 1
@@ -248,14 +249,14 @@ def _ceiling(row: Mapping[str, Any]) -> int:
 
 def _free(row: Mapping[str, Any], *keys: str) -> int:
     for key in keys:
-        number = _number(row.get(key))
+        number = as_number(row.get(key))
         if number is not None:
             return max(int(number), 0)
     return 0
 
 
 def _sort_price(value: object) -> float:
-    number = _number(value)
+    number = as_number(value)
     return number if number is not None and number > 0 else math.inf
 
 
@@ -263,19 +264,9 @@ def _price(row: Mapping[str, Any], key: str) -> tuple[float, str | None]:
     if key not in row:
         return math.nan, f"`{key}` missing"
     raw = row[key]
-    number = _number(raw)
+    number = as_number(raw)
     if number is None:
         return math.nan, f"`{key}` {raw!r} is not a number"
     if number <= 0:
         return number, f"`{key}` {raw!r} is not a positive number"
     return number, None
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
