@@ -58,6 +58,7 @@ from finetune import (
     model_from_hf_config,
     trainable_params,
 )
+from finetune.job import CheckpointPolicy, OptimizerImpl, require_data_parallel
 from finetune.placement import USABLE_VRAM_FRACTION, MemoryTable, place
 from flows.cli_prices import (
     FILTERS,
@@ -177,9 +178,11 @@ def _job(**knobs: Any) -> Job:
     if values.get("optimizer") is None:
         values["optimizer"] = METHOD_OPTIMIZER[values["method"]]
     try:
-        return Job(**values)
-    except ValueError as exc:
+        job = Job(**values)
+        require_data_parallel(job)  # TP/PP: one line saying what to ask instead
+    except ValueError as exc:  # OutsideModelError is one
         raise _fail(str(exc)) from None
+    return job
 
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -232,6 +235,27 @@ DropoutOpt = Annotated[
     typer.Option(min=0.0, max=0.99, help="LoRA dropout (default by recipe: 0 for lora, 0.1 for qlora)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+CheckpointPolicyChoice = _choices("CheckpointPolicyChoice", CheckpointPolicy)
+OptimizerImplChoice = _choices("OptimizerImplChoice", OptimizerImpl)
+PolicyOpt = Annotated[
+    CheckpointPolicyChoice,
+    typer.Option(
+        help="What checkpointing recomputes: full layers, or selective (torchtitan's per-op policy)."
+    ),
+]
+ImplOpt = Annotated[
+    OptimizerImplChoice,
+    typer.Option(help="AdamW kernel: foreach (torch's default) or fused (torchtune, torchtitan)."),
+]
+FullLoadOpt = Annotated[
+    bool,
+    typer.Option(help="Load a full state dict into the sharded model (each GPU briefly holds it all)."),
+]
+ParallelOpt = Annotated[
+    int, typer.Option(min=1, help="Tensor / pipeline parallel degree; above 1 is outside this model.")
+]
+DEFAULT_POLICY = CheckpointPolicyChoice("full")
+DEFAULT_IMPL = OptimizerImplChoice("foreach")
 
 
 def memory(
@@ -252,6 +276,11 @@ def memory(
     loss: LossOpt = DEFAULT_LOSS,
     quant: QuantOpt = DEFAULT_QUANT,
     lora_dropout: DropoutOpt = None,
+    checkpoint_policy: PolicyOpt = DEFAULT_POLICY,
+    optimizer_impl: ImplOpt = DEFAULT_IMPL,
+    full_state_dict_load: FullLoadOpt = False,
+    tensor_parallel: ParallelOpt = 1,
+    pipeline_parallel: ParallelOpt = 1,
     as_json: JsonOpt = False,
 ) -> None:
     """Peak memory per GPU (GB = 1e9 bytes) of one fine-tuning configuration. Needs no warehouse."""
@@ -271,6 +300,11 @@ def memory(
         loss=loss,
         quant=quant,
         lora_dropout=lora_dropout,
+        checkpoint_policy=checkpoint_policy,
+        optimizer_impl=optimizer_impl,
+        full_state_dict_load=full_state_dict_load,
+        tensor_parallel=tensor_parallel,
+        pipeline_parallel=pipeline_parallel,
     )
     breakdown = memory_per_gpu(spec, job, gpus)
     if as_json:
@@ -362,6 +396,11 @@ def estimate(
     padding_efficiency: Annotated[
         float, typer.Option(min=0.01, max=1.0, help="Real tokens / computed tokens: 1 packed, < 1 padded.")
     ] = 1.0,
+    checkpoint_policy: PolicyOpt = DEFAULT_POLICY,
+    optimizer_impl: ImplOpt = DEFAULT_IMPL,
+    full_state_dict_load: FullLoadOpt = False,
+    tensor_parallel: ParallelOpt = 1,
+    pipeline_parallel: ParallelOpt = 1,
     gpu: Annotated[
         str | None,
         typer.Option("--gpu", help="Estimate on this GPU (gpus.csv name, e.g. H100-SXM), no offer."),
@@ -420,6 +459,11 @@ def estimate(
         quant=quant,
         lora_dropout=lora_dropout,
         padding_efficiency=padding_efficiency,
+        checkpoint_policy=checkpoint_policy,
+        optimizer_impl=optimizer_impl,
+        full_state_dict_load=full_state_dict_load,
+        tensor_parallel=tensor_parallel,
+        pipeline_parallel=pipeline_parallel,
     )
     dataset_tokens = parse_tokens(tokens)
     fjob = FinetuneJob("adhoc", spec.model_id, job, int(dataset_tokens), epochs)
