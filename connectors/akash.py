@@ -48,7 +48,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from connectors import market
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded, required_list
 from connectors.http import Client
 
 name = "akash"
@@ -71,12 +71,7 @@ def fetch(
 
 
 def models(payload: Any, url: str = API_URL) -> list[Mapping[str, Any]]:
-    found = payload.get("models") if isinstance(payload, dict) else None
-    if not isinstance(found, list):
-        raise LayoutChanged(f"{url}: `models` list missing from the gpu-prices answer; has the API changed?")
-    if not found:
-        raise LayoutChanged(f"{url}: `models` is empty; refusing to report an empty market")
-    return found
+    return required_list(payload, "models", where=url, answer="the gpu-prices answer")
 
 
 def memory_gb(ram: object) -> float | None:

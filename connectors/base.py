@@ -339,6 +339,27 @@ def read_price(value: object, key: str) -> tuple[float, str | None]:
     return price, None
 
 
+def required_list(payload: Any, path: str, *, where: str, answer: str, bare_list: bool = False) -> list[Any]:
+    """The non-empty list at dotted `path` of a JSON answer (or the answer itself, when it is a
+    list and `bare_list`). A missing key or another shape raises `LayoutChanged` naming the key and
+    what it found; an empty list raises too, since an empty catalog is never a real answer.
+
+    `where` is the URL, `answer` what the source is ("the bundles answer", "the order catalog").
+    """
+    found: Any = payload
+    if not (bare_list and isinstance(payload, list)):
+        for key in path.split("."):
+            found = found.get(key) if isinstance(found, dict) else None
+    if not isinstance(found, list):
+        got = sorted(payload) if isinstance(payload, dict) else type(payload).__name__
+        raise LayoutChanged(
+            f"{where}: `{path}` list missing from {answer} (got {got}); has the source changed its format?"
+        )
+    if not found:
+        raise LayoutChanged(f"{where}: `{path}` is empty in {answer}; refusing to report an empty catalog")
+    return found
+
+
 def exclusions(items: Iterable[object]) -> dict[str, int]:
     """Tally the `Excluded` items of a parse by reason: what a connector left out, and how often."""
     counts: dict[str, int] = {}

@@ -48,7 +48,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, excluded
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, excluded, required_list
 from connectors.http import Client
 
 name = "cudo"
@@ -70,12 +70,9 @@ def fetch(
 
 def machine_types(payload: Any, url: str = API_URL) -> list[Mapping[str, Any]]:
     """The machine-type objects of an answer: `{"machineTypes": [...]}` or a bare list."""
-    items = payload.get("machineTypes") if isinstance(payload, dict) else payload
-    if not isinstance(items, list):
-        keys = sorted(payload) if isinstance(payload, dict) else type(payload).__name__
-        raise LayoutChanged(f"{url}: `machineTypes` list missing from the answer (got {keys})")
-    if not items:
-        raise LayoutChanged(f"{url}: `machineTypes` is empty; refusing to report an empty catalog")
+    items = required_list(
+        payload, "machineTypes", where=url, answer="the machine-types answer", bare_list=True
+    )
     return [item for item in items if isinstance(item, dict)]
 
 

@@ -32,7 +32,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, required_list
 from connectors.http import Client
 
 name = "daytona"
@@ -53,13 +53,7 @@ def fetch(
 
 def gpu_entries(payload: Any, url: str = API_URL) -> list[Mapping[str, Any]]:
     """The `gpus` list of the price list; raises when it is missing or empty."""
-    gpus = payload.get("gpus") if isinstance(payload, dict) else None
-    if not isinstance(gpus, list):
-        keys = sorted(payload) if isinstance(payload, dict) else type(payload).__name__
-        raise LayoutChanged(f"{url}: `gpus` list missing from the GPU price list (got {keys})")
-    if not gpus:
-        raise LayoutChanged(f"{url}: `gpus` is empty; refusing to report an empty price list")
-    return gpus
+    return required_list(payload, "gpus", where=url, answer="the GPU price list")
 
 
 def gpu_offers(gpu: Mapping[str, Any], resources: Mapping[str, Any]) -> Iterator[Offer | Excluded]:

@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from connectors import market
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded, required_list
 from connectors.http import Client
 from connectors.market import HostOffer
 
@@ -60,12 +60,7 @@ def fetch(
 
 def nodes(payload: Any, url: str = API_URL) -> list[Mapping[str, Any]]:
     """The `nodes` list of the feed; raises `LayoutChanged` on another shape or an empty list."""
-    found = payload.get("nodes") if isinstance(payload, dict) else None
-    if not isinstance(found, list):
-        raise LayoutChanged(f"{url}: `nodes` list missing from the public nodes feed; has it changed?")
-    if not found:
-        raise LayoutChanged(f"{url}: `nodes` is empty; refusing to report an empty market")
-    return found
+    return required_list(payload, "nodes", where=url, answer="the public nodes feed")
 
 
 def rentable_counts(gpu_count: int, available: int, minimum: int) -> tuple[int, ...]:

@@ -56,6 +56,7 @@ from connectors.base import (
     RawResponse,
     Unchanged,
     excluded,
+    required_list,
 )
 from connectors.http import Client
 from connectors.market import HostOffer
@@ -86,15 +87,7 @@ def fetch(
 
 
 def hostnodes(payload: Any, url: str = API_URL) -> list[Mapping[str, Any]]:
-    data = payload.get("data") if isinstance(payload, dict) else None
-    found = data.get("hostnodes") if isinstance(data, dict) else None
-    if not isinstance(found, list):
-        raise LayoutChanged(
-            f"{url}: `data.hostnodes` list missing from the hostnodes answer; has v2 changed?"
-        )
-    if not found:
-        raise LayoutChanged(f"{url}: `data.hostnodes` is empty; refusing to report an empty market")
-    return found
+    return required_list(payload, "data.hostnodes", where=url, answer="the hostnodes answer")
 
 
 def memory_gb(v0_name: str) -> float | None:

@@ -45,7 +45,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from connectors import market
-from connectors.base import LayoutChanged, Offer, PricingType, RawResponse, Unchanged
+from connectors.base import LayoutChanged, Offer, PricingType, RawResponse, Unchanged, required_list
 from connectors.http import Client
 from connectors.market import HostOffer
 
@@ -85,12 +85,7 @@ def fetch(
 
 def host_offers(payload: Any, url: str = API_URL) -> list[Mapping[str, Any]]:
     """The `offers` list of a bundles answer; raises `LayoutChanged` on another shape or none."""
-    offers = payload.get("offers") if isinstance(payload, dict) else payload
-    if not isinstance(offers, list):
-        raise LayoutChanged(f"{url}: `offers` list missing from the bundles answer; has the API changed?")
-    if not offers:
-        raise LayoutChanged(f"{url}: `offers` is empty; refusing to report an empty market")
-    return offers
+    return required_list(payload, "offers", where=url, answer="the bundles answer", bare_list=True)
 
 
 def country(geolocation: object) -> str:

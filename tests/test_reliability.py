@@ -528,3 +528,19 @@ def test_read_price_says_what_is_wrong_with_a_required_price(value, price, probl
     got, why = read_price(value, "price_hourly")
     assert (math.isnan(got) and math.isnan(price)) or got == price
     assert why == problem
+
+
+def test_required_list_names_the_key_and_refuses_an_empty_catalog():
+    from connectors.base import LayoutChanged, required_list
+
+    answer = {"data": {"hostnodes": [{"id": 1}]}}
+    assert required_list(answer, "data.hostnodes", where="u", answer="the answer") == [{"id": 1}]
+    assert required_list([{"id": 2}], "offers", where="u", answer="x", bare_list=True) == [{"id": 2}]
+    with pytest.raises(
+        LayoutChanged, match=r"`data.hostnodes` list missing from the answer \(got \['data'\]\)"
+    ):
+        required_list({"data": {"nodes": []}}, "data.hostnodes", where="u", answer="the answer")
+    with pytest.raises(LayoutChanged, match="is empty in the answer; refusing to report an empty catalog"):
+        required_list({"offers": []}, "offers", where="u", answer="the answer")
+    with pytest.raises(LayoutChanged, match="list missing"):
+        required_list([{"id": 2}], "offers", where="u", answer="x")  # a bare list only where allowed
