@@ -21,7 +21,8 @@ What it does, in one run:
    that contender's alone; loopback contenders run `--rounds` times and the fastest counts (the
    machine is shared):
    a. our connector end to end: `aws.fetch` (region index + the CSV offer file through
-      `make_client`: spooled, hashed and parsed as it streams) + `aws.parse` (which yields what
+      `make_client`'s network layer: hashed, prefiltered, parsed and the kept rows spooled as it
+      streams) + `aws.parse` (which yields what
       streamed). For a client that does not hash while streaming (`RawResponse.sha256` missing:
       the code before parse-while-streaming), the re-read of the spooled file to hash it, which
       landing did, is timed as part of its end to end;
@@ -516,13 +517,17 @@ def child_connector(port: int, previous_path: Path | None, spool: Path) -> dict:
 
     from connectors import aws
     from connectors.base import Offer, Unchanged
-    from connectors.http import make_client, remove_spooled
+    from connectors import http
+
+    make_client, remove_spooled = http.make_client, http.remove_spooled
 
     class ToLoopback(httpx.BaseTransport):
-        """Sends every request to the loopback server, keeping its path (the URLs stay AWS's)."""
+        """Sends every request to the loopback server, keeping its path (the URLs stay AWS's), over
+        the network layer `make_client` uses (code from before it had one: httpx's own)."""
 
         def __init__(self) -> None:
-            self._inner = httpx.HTTPTransport()
+            factory = getattr(http, "network_transport", None)
+            self._inner = factory() if factory is not None else httpx.HTTPTransport()
 
         def handle_request(self, request: httpx.Request) -> httpx.Response:
             request.url = request.url.copy_with(scheme="http", host="127.0.0.1", port=port)

@@ -229,6 +229,8 @@ def fetch(
             spool=True,
             max_bytes=OFFER_MAX_BYTES,
             stream=partial(CsvOfferParser, url),
+            # spool only what parsing reads (and the archive keeps): a hundredth of the file
+            keep=partial(OfferCsvFilter, url),
         )
         for _region, url in commercial_offer_urls(index.json())
         # the URL embeds the version: the last run already has this exact file
@@ -679,15 +681,23 @@ def candidate_lines(
     runs once per line holding the anchor (`csv_anchor`), and only a few percent of lines survive
     to be parsed as CSV.
     """
-    find, rfind = block.find, block.rfind
+    find, rfind, count = block.find, block.rfind, block.count
     step = len(anchor)
     pos = find(anchor, begin, end)
     while pos >= 0:
         newline = rfind(b"\n", begin, pos)
         start = begin if newline < 0 else newline + 1
         # TermType first: most lines holding the anchor are a product's Reserved rows, and with
-        # TermType among the first fields it is told without looking for the line's end
-        if _is_on_demand(block, start, pos, end, term_type):
+        # TermType among the first fields it is told without looking for the line's end. Only code
+        # columns precede a positional TermType, so its field lies before the anchor's (the anchor
+        # is no code): one `find` there, then the commas before a hit say whether it is TermType's.
+        # Inlined: this runs once per anchor (a third of all lines), and a call costs a fifth of it.
+        if term_type is not None:
+            at = find(_CSV_ON_DEMAND, start, pos)
+            on_demand = at >= 0 and count(b",", start, at) == term_type
+        else:
+            on_demand = _on_demand_anywhere(block, start, pos, end)
+        if on_demand:
             stop = find(b"\n", pos, end)
             stop = end if stop < 0 else stop
             if _has_all(block, start, stop):
@@ -705,14 +715,10 @@ def _has_all(block: bytes, start: int, stop: int) -> bool:
     return True
 
 
-def _is_on_demand(block: bytes, start: int, anchor_at: int, end: int, term_type: int | None) -> bool:
-    if term_type is None:  # not positional: anywhere on the line (a superset; the CSV stage decides)
-        stop = block.find(b"\n", anchor_at, end)
-        return block.find(_CSV_ON_DEMAND, start, end if stop < 0 else stop) >= 0
-    # Only code columns precede TermType, so its field lies before the anchor's (the anchor is
-    # no code); one `find` there, then the commas before a hit say whether it is TermType's field.
-    at = block.find(_CSV_ON_DEMAND, start, anchor_at)
-    return at >= 0 and block.count(b",", start, at) == term_type
+def _on_demand_anywhere(block: bytes, start: int, anchor_at: int, end: int) -> bool:
+    """TermType not positional: "OnDemand" anywhere on the line (a superset; the CSV stage decides)."""
+    stop = block.find(b"\n", anchor_at, end)
+    return block.find(_CSV_ON_DEMAND, start, end if stop < 0 else stop) >= 0
 
 
 class CandidateScanner:
@@ -768,43 +774,101 @@ _PREAMBLE_LINES = 8
 _PREAMBLE_MAX_BYTES = 1024 * 1024
 
 
+class OfferCsvFilter:
+    """The byte-level prefilter of one CSV offer file, pushed in pieces: what parsing reads of it.
+
+    `feed(piece)` returns the kept bytes that `piece` completes: first the preamble and header row
+    exactly as they came, then each candidate line (`candidate_lines`) with its newline; `close()`
+    the rest. Which lines are kept depends on each line and the header alone, so the kept bytes
+    parse (`CsvOfferParser`) to the same offers and exclusions as the whole file. The HTTP client
+    spools only these while the file downloads (a `BodyFilter`, connectors/base.py "Large
+    bodies"), and the raw archive stores them under this `name` (warehouse/archive.py).
+
+    Only reading the preamble can raise (`LayoutChanged`: not a Price List CSV), and it happens
+    before the first kept byte is returned; after that a filter never fails.
+    """
+
+    name = "aws-offer-csv"
+
+    def __init__(self, source: str = "offer file") -> None:
+        self.source = source
+        self.header: OfferFileHeader | None = None
+        self.columns: list[str] | None = None
+        self._head = b""  # the body until the preamble and header row have arrived
+        self._scanner: CandidateScanner | None = None
+
+    def lines(self, piece: bytes) -> tuple[bytes, list[bytes]]:
+        """(the preamble's bytes when this piece completed it, else b"", the candidate lines)."""
+        if self._scanner is None:
+            self._head += piece
+            if self._head.count(b"\n") < _PREAMBLE_LINES and len(self._head) < _PREAMBLE_MAX_BYTES:
+                return b"", []
+            preamble, piece = self._start()
+            assert self._scanner is not None
+            return preamble, self._scanner.feed(piece)
+        return b"", self._scanner.feed(piece)
+
+    def rest(self) -> tuple[bytes, list[bytes]]:
+        """`lines` for the end of the body: the unterminated last line, or a body shorter than
+        the preamble wait."""
+        preamble = b""
+        found: list[bytes] = []
+        if self._scanner is None:
+            preamble, piece = self._start()
+            assert self._scanner is not None
+            found = self._scanner.feed(piece)
+        return preamble, found + self._scanner.flush()
+
+    def feed(self, piece: bytes) -> bytes:
+        return _kept_bytes(*self.lines(piece))
+
+    def close(self) -> bytes:
+        return _kept_bytes(*self.rest())
+
+    def _start(self) -> tuple[bytes, bytes]:
+        """Read the preamble and header out of the head: (their bytes, the rest of the head)."""
+        head = io.BytesIO(self._head)
+        self.header, self.columns = read_csv_preamble(head, source=self.source)
+        self._scanner = CandidateScanner(term_type_field(self.columns), csv_anchor(self.columns))
+        cut = head.tell()
+        preamble, rest = self._head[:cut], self._head[cut:]
+        self._head = b""
+        return preamble, rest
+
+
+def _kept_bytes(preamble: bytes, lines: list[bytes]) -> bytes:
+    if not lines:
+        return preamble
+    return preamble + b"\n".join(lines) + b"\n"
+
+
 class CsvOfferParser:
     """One CSV offer file pushed in pieces (`feed`), then `close()` -> its offers and exclusions.
 
     The `BodyParser` the HTTP client runs while the file downloads (see connectors/base.py,
     "Large bodies"), and the parser of an archived file (`scan_offer_csv` feeds it the file), so
-    both paths give the same items by construction. Prefilter raw lines, parse the survivors as
-    CSV, apply the JSON file's product rules.
+    both paths give the same items by construction. Prefilter raw lines (`OfferCsvFilter`), parse
+    the survivors as CSV, apply the JSON file's product rules. Fed what the filter kept of a file,
+    it gives what it gives for the whole file (the filter keeps all of its own output).
     """
 
     def __init__(self, source: str = "offer file") -> None:
         self._source = source
         match = _OFFER_PATH.search(urlsplit(source).path)
         self._file_region = match.group("region") if match else None
-        self._head = b""  # the body until the preamble and header row have arrived
-        self._header: OfferFileHeader | None = None
+        self._filter = OfferCsvFilter(source)
         self._layout: CsvLayout | None = None
-        self._scanner: CandidateScanner | None = None
         self._kept: dict[str, Mapping[str, str]] = {}
         self._rates: dict[str, tuple[str, str] | None] = {}
         self._left_out: dict[str, str] = {}  # sku -> counted exclusion (one per product, not per row)
 
     def feed(self, piece: bytes) -> None:
-        if self._scanner is None:
-            self._head += piece
-            if self._head.count(b"\n") < _PREAMBLE_LINES and len(self._head) < _PREAMBLE_MAX_BYTES:
-                return
-            piece = self._start()
-        assert self._scanner is not None
-        self._rows(self._scanner.feed(piece))
+        self._rows(*self._filter.lines(piece))
 
     def close(self) -> Iterator[Offer | Excluded]:
-        if self._scanner is None:  # a body shorter than the preamble wait
-            rest = self._start()
-            assert self._scanner is not None
-            self._rows(self._scanner.feed(rest))
-        assert self._scanner is not None and self._header is not None
-        self._rows(self._scanner.flush())
+        self._rows(*self._filter.rest())
+        header = self._filter.header
+        assert header is not None
         # Capacity Blocks: AWS sells them for Linux, so all are seen
         items: list[Offer | Excluded] = [Excluded(reason) for reason in self._left_out.values()]
         if self._kept and not self._rates:
@@ -812,20 +876,15 @@ class CsvOfferParser:
                 f"{self._source}: none of the {len(self._kept)} GPU products has an OnDemand hourly "
                 "row (TermType OnDemand, Unit Hrs); has the CSV layout changed?"
             )
-        items.extend(_priced_offers(self._kept, self._rates, self._header, self._file_region))
+        items.extend(_priced_offers(self._kept, self._rates, header, self._file_region))
         return iter(items)
 
-    def _start(self) -> bytes:
-        """Read the preamble and header out of the head; the rest of the head, to scan."""
-        head = io.BytesIO(self._head)
-        self._header, columns = read_csv_preamble(head, source=self._source)
-        self._layout = csv_layout(columns, source=self._source)
-        self._scanner = CandidateScanner(term_type_field(columns), csv_anchor(columns))
-        rest = self._head[head.tell() :]
-        self._head = b""
-        return rest
-
-    def _rows(self, candidates: list[bytes]) -> None:
+    def _rows(self, preamble: bytes, candidates: list[bytes]) -> None:
+        if preamble:  # the header row has just been read: check it has every column parsing reads
+            assert self._filter.columns is not None
+            self._layout = csv_layout(self._filter.columns, source=self._source)
+        if not candidates:
+            return
         layout = self._layout
         assert layout is not None
         kept, rates, left_out = self._kept, self._rates, self._left_out

@@ -36,6 +36,16 @@ retries), and a push parser runs inline in it, with no thread hand-off per chunk
 - transport errors, the size cap, deadlines and redaction apply exactly as to any spooled body, and
   a failed download leaves no partial spool file.
 
+A connector may also hand the client a `BodyFilter` factory, `client.fetch(..., spool=True,
+stream=make_parser, keep=make_filter)`, for a body of which parsing reads a small part (an AWS
+offer file: one line in a hundred). The filter is the archive's prefilter run while the body
+streams: the hash still covers every byte as it came, but the spool file, and the parser, get only
+what the filter keeps. `RawResponse.prefilter` then names the filter (the archive stores the spool
+under that name without reading the whole body again) and `size_bytes` stays the size as it came.
+Nothing is lost for parsing: a prefilter's output parses exactly like the body, and a second pass
+of the filter keeps all of it. A filter may raise only before it has returned its first kept byte
+(reading a header it does not recognise); the client then spools the body whole, as without one.
+
 The spool write and the hash run on a helper thread (both release the GIL), so on a fast link the
 parser, not the disk, sets the pace. A streamed parse is CPU work inside the fetch: the
 `fetch_seconds` of a provider run then include it. `connectors.http.fetch_concurrently` runs a
@@ -196,6 +206,10 @@ class RawResponse:
     body_path: Path | None = None
     sha256: str | None = None
     parsed: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
+    # Set when the body held is what a `BodyFilter` of this name kept of the body as it came
+    # (`sha256` and `wire_bytes` still describe the body as it came).
+    prefilter: str | None = None
+    wire_bytes: int | None = None
 
     def open(self) -> BinaryIO:
         """A binary stream over the body, wherever it is held."""
@@ -222,6 +236,9 @@ class RawResponse:
 
     @property
     def size_bytes(self) -> int:
+        """The body's size as it came over the wire (a prefiltered body holds less)."""
+        if self.wire_bytes is not None:
+            return self.wire_bytes
         return self.body_path.stat().st_size if self.body_path is not None else len(self.body)
 
 
@@ -386,6 +403,20 @@ class BodyParser(Protocol):
     def feed(self, chunk: bytes) -> None: ...
 
     def close(self) -> Iterable[Offer | Unchanged | Excluded | FxRate]: ...
+
+
+class BodyFilter(Protocol):
+    """Keeps, of one body streaming in, only what parsing reads (see "Large bodies" above).
+
+    `feed` returns the kept bytes each chunk completes, `close` the rest; `name` is the archive
+    prefilter whose output this is. Only before the first kept byte may `feed` or `close` raise.
+    """
+
+    name: str
+
+    def feed(self, chunk: bytes) -> bytes: ...
+
+    def close(self) -> bytes: ...
 
 
 @runtime_checkable

@@ -17,7 +17,8 @@ leaves no partial spool file behind.
 
 One pass over a body: `fetch` hashes it (`RawResponse.sha256`) and, given `stream=` (a
 `BodyParser` factory, see connectors/base.py "Large bodies"), parses it while it arrives; a spooled
-body is written and hashed on a helper thread. `fetch_concurrently` runs independent fetches of one
+body is written and hashed on a helper thread; given `keep=` (a `BodyFilter` factory) only what the
+filter keeps is spooled and parsed. `network_transport` reads the socket in 1 MiB pieces. `fetch_concurrently` runs independent fetches of one
 provider in parallel (at most `per_host` at a time), yields them in order, and on the first
 failure cancels the rest and removes what they spooled.
 
@@ -51,6 +52,7 @@ import logging
 import queue
 import random
 import re
+import ssl
 import tempfile
 import threading
 import time
@@ -58,14 +60,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlunsplit
 
+import httpcore
 import httpx
 
 from connectors.base import (
+    BodyFilter,
     BodyParser,
     DeadlineExceeded,
     FetchError,
@@ -253,6 +258,85 @@ def _restream(response: httpx.Response, stream: httpx.SyncByteStream) -> httpx.R
         request=response._request,
         extensions=response.extensions,
     )
+
+
+# --- the network layer --------------------------------------------------------------------------
+
+# Bytes asked of the socket per read. httpcore asks 64 KiB (HTTP11Connection.READ_NUM_BYTES), so a
+# 700 MB offer file arrives as ~10,600 chunks, each passing h11 and every wrapping stream; at 1 MiB
+# the per-chunk Python work is 1/16 of that (benchmarks/aws_offer_file.py: the raw httpx read of
+# the 694 MB CSV over loopback, 0.30 s -> 0.22 s). A read returns what the socket holds, so a small
+# response is not delayed. Over TLS one read returns at most one TLS record (16 KiB) whatever is
+# asked: there the link, not the chunk count, sets the pace.
+READ_BYTES = 1024 * 1024
+
+
+class _LargeReadStream(httpcore.NetworkStream):
+    """A network stream that asks the socket for at least READ_BYTES per read."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max(max_bytes, READ_BYTES), timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        return _LargeReadStream(self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _LargeReadBackend(httpcore.NetworkBackend):
+    """httpcore's network backend (its public extension point) handing out `_LargeReadStream`s."""
+
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        return _LargeReadStream(self._inner.connect_tcp(host, port, timeout, local_address, socket_options))
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        return _LargeReadStream(self._inner.connect_unix_socket(path, timeout, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def network_transport() -> httpx.HTTPTransport:
+    """httpx's HTTP transport over the large-read network backend: what `make_client` sends with.
+
+    httpx builds its httpcore pool without exposing the pool's `network_backend` argument, so the
+    backend is swapped on the pool it built (connections read the attribute when they are made).
+    Should a future httpcore rename it, reads fall back to 64 KiB: slower, never wrong, and
+    tests/test_http_reads.py fails to say so.
+    """
+    transport = httpx.HTTPTransport(retries=0)
+    pool = transport._pool
+    backend = getattr(pool, "_network_backend", None)
+    if isinstance(backend, httpcore.NetworkBackend):
+        pool._network_backend = _LargeReadBackend(backend)  # type: ignore[union-attr]
+    return transport
 
 
 # --- transports ---------------------------------------------------------------------------------
@@ -505,25 +589,30 @@ class _SpoolWriter:
         self.path = Path(name)
         self._file = open(fd, "wb")  # noqa: PTH123, SIM115 - mkstemp hands us a descriptor
         self._hash = hashlib.sha256()
-        self._blocks: queue.Queue[bytes | None] = queue.Queue(maxsize=2)
+        self.written = 0
+        self._blocks: queue.Queue[tuple[bytes, bytes] | None] = queue.Queue(maxsize=4)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="gpucost-spool", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while (block := self._blocks.get()) is not None:
+        while (item := self._blocks.get()) is not None:
             if self._error is not None:
                 continue  # keep draining so the fetching thread never blocks on a dead writer
+            data, hashed = item
             try:
-                self._file.write(block)
-                self._hash.update(block)
+                if data:
+                    self._file.write(data)
+                self._hash.update(hashed)
             except BaseException as exc:  # disk full, say: raised on the fetching thread
                 self._error = exc
 
-    def write(self, block: bytes) -> None:
+    def write(self, data: bytes, hashed: bytes | None = None) -> None:
+        """Spool `data`; hash `hashed` (the body as it came), which is `data` unless filtered."""
         if self._error is not None:
             raise self._error
-        self._blocks.put(block)
+        self.written += len(data)
+        self._blocks.put((data, data if hashed is None else hashed))
 
     def finish(self) -> str:
         """Wait for every block to be on disk; the body's hex SHA-256."""
@@ -578,6 +667,56 @@ def _close(parser: BodyParser | None, what: str) -> tuple[Any, ...] | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Body:
+    body: bytes
+    path: Path | None
+    sha256: str
+    parsed: tuple[Any, ...] | None
+    prefilter: str | None  # the BodyFilter whose output `path` holds
+    wire_bytes: int | None  # the body's size as it came, when `path` holds less
+
+
+class _Kept:
+    """A `BodyFilter` in the client's loop: holds the raw blocks until the filter keeps its first
+    byte, so that a filter refusing the body (its only allowed failure) leaves it spooled whole."""
+
+    def __init__(self, body_filter: BodyFilter, what: str) -> None:
+        self._filter: BodyFilter | None = body_filter
+        self._what = what
+        self._held: list[bytes] | None = []  # None once the filter has kept something
+        self.name: str | None = body_filter.name
+
+    def feed(self, block: bytes) -> bytes:
+        return self._step(lambda f: f.feed(block), block)
+
+    def close(self) -> bytes:
+        return self._step(lambda f: f.close(), b"")
+
+    def _step(self, call: Callable[[BodyFilter], bytes], block: bytes) -> bytes:
+        if self._filter is None:  # refused earlier: the body is spooled whole
+            return block
+        try:
+            out = call(self._filter)
+        except Exception as exc:
+            if self._held is None:  # the contract says this cannot happen: fail loudly, lose nothing
+                raise FetchError(
+                    f"{self._what}: body filter {self.name} failed after keeping part of the body "
+                    f"({type(exc).__name__}: {exc}); report this as a bug"
+                ) from exc
+            log.debug(
+                "%s: body filter %s refused the body (%s); spooling it whole", self._what, self.name, exc
+            )
+            whole, self._filter, self._held, self.name = b"".join([*self._held, block]), None, None, None
+            return whole
+        if self._held is not None:
+            if out:
+                self._held = None
+            else:
+                self._held.append(block)
+        return out
+
+
 # progress(what, bytes received so far, bytes expected or None, finished): called for spooled
 # (large) downloads as each block lands, so a runner can show a bar per file
 Progress = Callable[[str, int, int | None, bool], None]
@@ -614,39 +753,48 @@ class Client(httpx.Client):
         deadline: float,
         what: str,
         stream: Callable[[], BodyParser] | None = None,
-    ) -> tuple[bytes, Path | None, str, tuple[Any, ...] | None]:
-        """(body, spool path, sha256, streamed items): the body redacted, in memory or spooled to a
-        file, hashed and (with `stream`) parsed in the same pass; a failure leaves no file behind."""
+        keep: Callable[[], BodyFilter] | None = None,
+    ) -> _Body:
+        """The body redacted, in memory or spooled to a file, hashed and (with `stream`) parsed in
+        the same pass, (with `keep`) spooled as what the filter keeps; a failure leaves no file."""
         redactor = _StreamRedactor(self.secrets)
-        parser = _open(stream, what) if stream is not None and 200 <= response.status_code < 300 else None
+        good = 200 <= response.status_code < 300
+        parser = _open(stream, what) if stream is not None and good else None
         writer = _SpoolWriter(self.spool_dir) if spool else None
-        kept: list[bytes] = []  # the whole body when in memory; else the block being gathered
-        gathered = 0
+        kept = _Kept(keep(), what) if keep is not None and writer is not None and good else None
+        gathered: list[bytes] = []  # the whole body when in memory; else the block being gathered
+        size = 0
+        wire = 0
         try:
             for chunk in response.iter_bytes():
                 _check_deadline(deadline, what)
                 _check_cancelled(what)
                 piece = redactor.feed(chunk)
-                kept.append(piece)
-                gathered += len(piece)
-                if writer is not None and gathered >= _BLOCK:
+                gathered.append(piece)
+                size += len(piece)
+                if writer is not None and size >= _BLOCK:
                     # one join per block, shared by the writer and the parser (bytes are immutable)
-                    block = b"".join(kept)
-                    kept.clear()
-                    gathered = 0
-                    writer.write(block)
-                    parser = _feed(parser, block, what)
+                    block = b"".join(gathered)
+                    gathered.clear()
+                    wire, size = wire + size, 0
+                    data = block if kept is None else kept.feed(block)
+                    writer.write(data, block)
+                    parser = _feed(parser, data, what)
                     self._report(what, response, False)
-            kept.append(redactor.flush())
+            gathered.append(redactor.flush())
             if writer is None:
-                body = b"".join(kept)
+                body = b"".join(gathered)
                 parser = _feed(parser, body, what)
-                return body, None, hashlib.sha256(body).hexdigest(), _close(parser, what)
-            block = b"".join(kept)
-            writer.write(block)
-            parser = _feed(parser, block, what)
+                return _Body(body, None, hashlib.sha256(body).hexdigest(), _close(parser, what), None, None)
+            block = b"".join(gathered)
+            wire += len(block)
+            data = block if kept is None else kept.feed(block) + kept.close()
+            writer.write(data, block)
+            parser = _feed(parser, data, what)
             self._report(what, response, True)
-            return b"", writer.path, writer.finish(), _close(parser, what)
+            name = kept.name if kept is not None else None
+            sha = writer.finish()
+            return _Body(b"", writer.path, sha, _close(parser, what), name, wire if name else None)
         except BaseException:
             if writer is not None:
                 writer.abort()
@@ -666,6 +814,7 @@ class Client(httpx.Client):
         spool: bool = False,
         ok_statuses: Iterable[int] = (),
         stream: Callable[[], BodyParser] | None = None,
+        keep: Callable[[], BodyFilter] | None = None,
     ) -> RawResponse:
         """Send one request and return exactly what came back, secrets redacted.
 
@@ -674,7 +823,11 @@ class Client(httpx.Client):
         `spool=True` the body is streamed to a file under `spool_dir` instead of memory. With
         `stream`, a 2xx body is also parsed as it arrives by a fresh `stream()` per attempt, and
         the items are kept on `RawResponse.parsed` (see connectors/base.py, "Large bodies").
+        With `keep` (spooled bodies only), a 2xx body is spooled, and parsed, as what a fresh
+        `keep()` filter keeps of it; `RawResponse.prefilter` names the filter.
         """
+        if keep is not None and not spool:
+            raise ValueError("keep= filters a spooled body: pass spool=True with it")
         started = time.monotonic()
         deadline = started + self.request_deadline
         overall = _provider_deadline.get()
@@ -709,8 +862,8 @@ class Client(httpx.Client):
                 )
                 raise error(f"{what}: {type(exc).__name__}: {redact(str(exc), self.secrets)}") from None
             try:
-                body, body_path, sha256, parsed = self._read_body(
-                    response, spool=spool, deadline=deadline, what=what, stream=stream
+                read = self._read_body(
+                    response, spool=spool, deadline=deadline, what=what, stream=stream, keep=keep
                 )
                 break
             except httpx.TransportError as exc:
@@ -729,13 +882,16 @@ class Client(httpx.Client):
                 response.close()
         status = response.status_code
         if status >= 400 and status not in set(ok_statuses):
-            excerpt = body[:300].decode("utf-8", "replace").strip()
-            if body_path is not None:
-                body_path.unlink(missing_ok=True)
+            excerpt = read.body[:300].decode("utf-8", "replace").strip()
+            if read.path is not None:
+                read.path.unlink(missing_ok=True)
             raise FetchError(f"{what} answered HTTP {status}: {excerpt or '(empty body)'}")
         request_body = request.content or None
         elapsed = time.monotonic() - started
-        size = body_path.stat().st_size if body_path is not None else len(body)
+        if read.wire_bytes is not None:
+            size = read.wire_bytes
+        else:
+            size = read.path.stat().st_size if read.path is not None else len(read.body)
         # large (spooled) downloads are the long part of a run: say each one as it lands
         log.log(
             logging.INFO if spool else logging.DEBUG,
@@ -762,10 +918,12 @@ class Client(httpx.Client):
                 if request_body
                 else None
             ),
-            body=body,
-            body_path=body_path,
-            sha256=sha256,
-            parsed=parsed,
+            body=read.body,
+            body_path=read.path,
+            sha256=read.sha256,
+            parsed=read.parsed,
+            prefilter=read.prefilter,
+            wire_bytes=read.wire_bytes,
         )
 
 
@@ -794,7 +952,7 @@ def make_client(
     elif transport is not None:
         base = transport
     else:
-        base = httpx.HTTPTransport(retries=0)
+        base = network_transport()
     if record is not None:
         base = RecordTransport(base, Path(record), secret_set)
     stack = HostLimitTransport(

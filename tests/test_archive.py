@@ -202,6 +202,39 @@ def test_the_aws_prefilter_is_a_fixed_point():
     assert b"".join(keep_aws_offer_csv(io.BytesIO(kept))) == kept
 
 
+def test_a_body_the_client_spooled_prefiltered_is_stored_as_it_is_under_the_prefilter(con, tmp_path: Path):
+    """The HTTP client ran the prefilter while the body streamed (`keep=`, `aws.OfferCsvFilter`):
+    the spool holds the kept bytes, and the archive stores them without reading a whole body."""
+    import io
+
+    body = _noisy_offer_csv()
+    kept = b"".join(keep_aws_offer_csv(io.BytesIO(body)))
+    spool = tmp_path / "spool" / "body-1"
+    spool.parent.mkdir()
+    spool.write_bytes(kept)
+    offer_file = response(
+        OFFER_CSV_URL, b"", body_path=spool, sha256=sha(body), prefilter="aws-offer-csv", wire_bytes=len(body)
+    )
+    expected = list(aws.parse([offer_file]))
+    land_raw(con, tmp_path / "raw", "r1", "aws", [offer_file])
+    ((_, size, digest, path, compression, prefilter, _),) = stored(con)
+    # the same row and the same file as when the archive prefilters the whole body itself
+    assert (size, digest, compression, prefilter) == (len(body), sha(body), "zstd", "aws-offer-csv")
+    assert path == f"{sha(body)[:2]}/{sha(body)}.aws-offer-csv.zst"
+    assert read_body(tmp_path / "raw", path, compression) == kept
+    assert not spool.exists()  # landed: the spool is removed as any other
+    (replayed,) = archived_responses(con, tmp_path / "raw", "r1", "aws")
+    assert repr(list(aws.parse([replayed]))) == repr(expected)
+
+
+def test_a_body_held_as_an_unknown_prefilter_is_refused(con, tmp_path: Path):
+    held = response(
+        OFFER_CSV_URL, b"kept lines\n", sha256=sha(b"x"), prefilter="no-such-filter", wire_bytes=9
+    )
+    with pytest.raises(ValueError, match="PREFILTERS does not list"):
+        land_raw(con, tmp_path, "r1", "aws", [held])
+
+
 def test_a_body_the_prefilter_cannot_read_is_stored_whole(con, tmp_path: Path):
     body = b"<html>503 Service Unavailable</html>"
     land_raw(con, tmp_path, "r1", "aws", [response(OFFER_CSV_URL, body)])

@@ -20,6 +20,7 @@ import pytest
 from connectors import aws
 from connectors.base import Excluded, FetchError, LayoutChanged, Offer, RawResponse, Unchanged, exclusions
 from connectors.http import make_client, remove_spooled
+from warehouse.archive import keep_aws_offer_csv
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "aws"
@@ -864,6 +865,27 @@ def test_a_preamble_split_across_pieces_and_a_body_shorter_than_the_wait() -> No
         parser.close()
 
 
+@pytest.mark.parametrize("size", [1, 7, 97, 4096, 10**9])
+def test_the_body_filter_keeps_the_same_bytes_in_pieces_of_any_size(size: int) -> None:
+    body = _csv_body(_fixture_csv("us-east-1"))
+    body_filter = aws.OfferCsvFilter(US_EAST_1_URL)
+    kept = b"".join(body_filter.feed(piece) for piece in _pieces(body, size)) + body_filter.close()
+    assert kept == b"".join(keep_aws_offer_csv(io.BytesIO(body)))
+    assert kept.startswith(body[: body.index(b'"SKU"')])  # the preamble byte for byte
+    # fed what it kept, the parser gives what it gives for the whole file
+    parser = aws.CsvOfferParser(US_EAST_1_URL)
+    for piece in _pieces(kept, size):
+        parser.feed(piece)
+    assert list(parser.close()) == list(aws.parse([_raw(US_EAST_1_URL, body=body)]))
+
+
+def test_the_body_filter_refuses_a_body_that_is_no_offer_csv_before_keeping_anything() -> None:
+    body_filter = aws.OfferCsvFilter(US_EAST_1_URL)
+    assert body_filter.feed(b"<html>\n<body>\n") == b""  # waiting for the preamble
+    with pytest.raises(LayoutChanged, match="no header row"):
+        body_filter.feed(b"<p>503</p>\n" * 10)
+
+
 def test_stream_parser_errors_are_the_archive_parser_errors() -> None:
     text = _fixture_csv("eu-west-1").replace('"Pre Installed S/W"', '"PreInstalled"')
     parser = aws.CsvOfferParser(EU_WEST_1_URL)
@@ -877,7 +899,16 @@ def test_fetch_parses_offer_files_while_they_stream_and_hashes_them() -> None:
     offer_files = [r for r in responses if r.url in (US_EAST_1_URL, EU_WEST_1_URL)]
     assert [r.parsed is not None for r in offer_files] == [True, True]
     for response in responses:
-        assert response.sha256 == hashlib.sha256(response.read()).hexdigest()
+        if response not in offer_files:
+            assert response.sha256 == hashlib.sha256(response.read()).hexdigest()
+    # An offer file is spooled as what the archive's prefilter keeps of it; the hash and the size
+    # are those of the file as it came.
+    for response, name in zip(offer_files, ("eu-west-1", "us-east-1"), strict=True):
+        whole = (FIXTURES / f"offer-{name}__2026-11-29.csv").read_bytes()
+        assert response.prefilter == "aws-offer-csv"
+        assert response.sha256 == hashlib.sha256(whole).hexdigest()
+        assert response.size_bytes == len(whole) > response.body_path.stat().st_size
+        assert response.read() == b"".join(keep_aws_offer_csv(io.BytesIO(whole)))
     # The items parsed while streaming are those of the archived bodies, in the same order.
     from_archive = [dataclasses.replace(r, parsed=None) for r in responses]
     assert list(aws.parse(responses)) == list(aws.parse(from_archive))
@@ -894,7 +925,9 @@ def test_a_broken_stream_parse_leaves_the_whole_body_for_parse_to_report() -> No
     with _fixture_server({US_EAST_1_URL: renamed}) as client:
         responses = list(aws.fetch(client, {}))
     offer = next(r for r in responses if r.url == US_EAST_1_URL)
-    assert offer.parsed is None and offer.read() == broken  # archived byte for byte all the same
+    # the stream parser is dropped; the filter, which only reads bytes, still keeps what parse reads
+    assert offer.parsed is None and offer.read() == b"".join(keep_aws_offer_csv(io.BytesIO(broken)))
+    assert offer.sha256 == hashlib.sha256(broken).hexdigest()
     with pytest.raises(LayoutChanged, match="'GPU'"):
         list(aws.parse(responses))
     for response in responses:
@@ -923,7 +956,9 @@ def test_a_body_retried_after_breaking_off_is_parsed_once_from_the_good_attempt(
     with _fixture_server({US_EAST_1_URL: flaky}) as client:
         responses = list(aws.fetch(client, {}))
     offer = next(r for r in responses if r.url == US_EAST_1_URL)
-    assert broke and offer.read() == body
+    # the spool holds what the filter kept of the good attempt only, hashed as the whole body
+    assert broke and offer.read() == b"".join(keep_aws_offer_csv(io.BytesIO(body)))
+    assert (offer.sha256, offer.size_bytes) == (hashlib.sha256(body).hexdigest(), len(body))
     assert offer.parsed == tuple(aws.parse([dataclasses.replace(offer, parsed=None)]))
     for response in responses:
         remove_spooled(response)

@@ -267,3 +267,159 @@ def test_land_raw_addresses_a_body_by_the_hash_the_client_computed(tmp_path: Pat
     finally:
         con.close()
     assert stored == [(stand_in,)]
+
+
+# --- a body filter: spool only what parsing reads ----------------------------------------------------
+
+
+class EvenLines:
+    """A BodyFilter that keeps the lines ending in an even digit, after a two-line header it checks.
+
+    `refuse` makes it raise while it waits for the header (what a filter may do); `break_at` makes
+    it raise after it has kept bytes (what the contract forbids)."""
+
+    name = "even-lines"
+
+    def __init__(self, refuse: bool = False, break_at: int | None = None) -> None:
+        self._head = b""
+        self._tail = b""
+        self._started = False
+        self._refuse, self._break_at, self._seen = refuse, break_at, 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        self._seen += len(chunk)
+        if self._break_at is not None and self._seen >= self._break_at:
+            raise ValueError("a filter bug")
+        if not self._started:
+            self._head += chunk
+            if self._head.count(b"\n") < 2:
+                return b""
+            if self._refuse:
+                raise ValueError("not the header this filter knows")
+            self._started = True
+            header, _, chunk = self._head.partition(b"\n")
+            chunk = header + b"\n" + chunk  # the header line is kept whole, as it came
+            return self._keep(chunk, first=True)
+        return self._keep(chunk)
+
+    def close(self) -> bytes:
+        rest, self._tail = self._tail, b""
+        return rest if rest[-1:] in b"02468" else b""
+
+    def _keep(self, chunk: bytes, first: bool = False) -> bytes:
+        data = self._tail + chunk
+        cut = data.rfind(b"\n") + 1
+        self._tail = data[cut:]
+        lines = data[:cut].splitlines(keepends=True)
+        head = [lines.pop(0)] if first else []
+        return b"".join(head + [line for line in lines if line[-2:-1] in b"02468"])
+
+
+def _even(body: bytes) -> bytes:
+    lines = body.splitlines(keepends=True)
+    return lines[0] + b"".join(line for line in lines[1:] if line[-2:-1] in b"02468")
+
+
+def test_a_filtered_body_is_spooled_and_parsed_as_kept_but_hashed_and_sized_as_it_came(
+    tmp_path: Path,
+) -> None:
+    made: list[Recorder] = []
+    with _client(lambda r: httpx.Response(200, stream=Pieces(BODY)), spool_dir=tmp_path) as client:
+        raw = client.fetch(
+            "GET", "https://example.test/big", spool=True, stream=_factory(made), keep=EvenLines
+        )
+    kept = _even(BODY)
+    assert len(kept) < len(BODY) * 0.6
+    assert raw.read() == kept == b"".join(made[0].pieces)  # the parser reads what the spool holds
+    assert raw.parsed == (len(kept),)
+    assert raw.prefilter == "even-lines"
+    assert (raw.sha256, raw.size_bytes) == (hashlib.sha256(BODY).hexdigest(), len(BODY))
+    remove_spooled(raw)
+
+
+def test_a_filter_that_refuses_the_body_leaves_it_spooled_whole(tmp_path: Path) -> None:
+    refusing = lambda: EvenLines(refuse=True)  # noqa: E731
+    with _client(lambda r: httpx.Response(200, stream=Pieces(BODY)), spool_dir=tmp_path) as client:
+        raw = client.fetch("GET", "https://example.test/big", spool=True, keep=refusing)
+    assert raw.read() == BODY and raw.prefilter is None and raw.wire_bytes is None
+    assert raw.sha256 == hashlib.sha256(BODY).hexdigest()
+    remove_spooled(raw)
+
+
+def test_a_filter_that_fails_after_keeping_bytes_fails_the_fetch_and_leaves_no_file(tmp_path: Path) -> None:
+    # the body must span several client blocks for the filter to have kept some before it breaks
+    body = BODY * 20
+    breaking = lambda: EvenLines(break_at=len(body) // 2)  # noqa: E731
+    with (
+        _client(
+            lambda r: httpx.Response(200, stream=Pieces(body, size=64 * 1024)), spool_dir=tmp_path
+        ) as client,
+        pytest.raises(FetchError, match="body filter even-lines failed after keeping part"),
+    ):
+        client.fetch("GET", "https://example.test/big", spool=True, keep=breaking)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_filter_sees_only_good_answers_and_needs_a_spooled_body(tmp_path: Path) -> None:
+    with _client(lambda r: httpx.Response(404, content=b"not here\nat all\n"), spool_dir=tmp_path) as client:
+        raw = client.fetch("GET", "https://example.test/big", spool=True, keep=EvenLines, ok_statuses=[404])
+        assert raw.read() == b"not here\nat all\n" and raw.prefilter is None
+        remove_spooled(raw)
+        with pytest.raises(ValueError, match="spool=True"):
+            client.fetch("GET", "https://example.test/big", keep=EvenLines)
+
+
+def test_a_filtered_body_retried_after_breaking_off_keeps_only_the_good_attempt(tmp_path: Path) -> None:
+    dropped: list[bool] = []
+    with _client(lambda r: httpx.Response(200, stream=Pieces(BODY, dropped)), spool_dir=tmp_path) as client:
+        raw = client.fetch("GET", "https://example.test/big", spool=True, keep=EvenLines)
+    assert dropped and raw.read() == _even(BODY)
+    assert [p.name for p in tmp_path.iterdir()] == [raw.body_path.name]
+    remove_spooled(raw)
+
+
+# --- the network layer reads in large pieces -----------------------------------------------------------
+
+
+def test_the_client_reads_the_socket_in_pieces_larger_than_httpcore_asks(tmp_path: Path) -> None:
+    """httpcore asks for 64 KiB per read; `network_transport` asks for READ_BYTES. Over loopback a
+    large body then arrives in pieces above 64 KiB; if a new httpcore stops honouring the swapped
+    backend, this fails (downloads would still work, only slower)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = b"y" * (16 * 1024 * 1024)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        with (
+            httpx.Client(transport=http.network_transport()) as client,
+            client.stream("GET", url) as response,
+        ):
+            sizes = [len(chunk) for chunk in response.iter_raw()]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert sum(sizes) == len(body)
+    assert max(sizes) > 64 * 1024
+    assert max(sizes) <= http.READ_BYTES
+
+
+def test_make_client_sends_over_the_large_read_network_layer() -> None:
+    with make_client() as client:
+        transport = client._transport
+        while hasattr(transport, "_inner"):
+            transport = transport._inner
+    assert isinstance(transport._pool._network_backend, http._LargeReadBackend)
