@@ -117,6 +117,14 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
     else:
         sharding = "none"
     offload = sharding != "none" and _has(text, "cpu offload", "cpu_offload") and "no offload" not in text
+    # who shards a zero3 row: the method's own word first, else the only framework the row names;
+    # FSDP otherwise (torchtune, Answer.AI's fsdp_qlora)
+    if _has(method_raw, "fsdp"):
+        zero3_impl = "fsdp"
+    elif "deepspeed" in method_raw or ("deepspeed" in text and "fsdp" not in text):
+        zero3_impl = "deepspeed"
+    else:
+        zero3_impl = "fsdp"
 
     # torchtune and litgpt `bf16-true` keep every tensor in bf16; HF/DeepSpeed `bf16` is mixed.
     pure = _has(text, "pure", "bf16-true", "torchtune", "bf16 states")
@@ -166,6 +174,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
         quant="gptq" if "gptq" in text else "nf4-dq",
         sharding=sharding,  # type: ignore[arg-type]
         offload=offload,
+        zero3_impl=zero3_impl,  # type: ignore[arg-type]
     )
     return Case(
         setup, measured, model, job, n_gpus, note=note, kind=kind, method=method, hardware=row["hardware"]
@@ -232,7 +241,8 @@ def main(argv: list[str]) -> int:
             continue
         assert c.job is not None
         j = c.job
-        knobs = f"{j.method} {j.precision} {j.optimizer} {j.sharding}{'+off' if j.offload else ''}"
+        impl = f"({j.zero3_impl})" if j.sharding == "zero3" else ""
+        knobs = f"{j.method} {j.precision} {j.optimizer} {j.sharding}{impl}{'+off' if j.offload else ''}"
         knobs += f" gc={'on' if j.grad_checkpointing else 'off'}"
         if j.method != "full":
             knobs += f" r{j.lora_rank} {j.lora_targets}"

@@ -4,7 +4,8 @@ No DuckDB, no I/O: `warehouse/` builds its marts from these functions and reads 
 `flows/` resolves Hugging Face configs. Modules by concern:
 
 * `architecture`: ModelSpec from a config.json or a seed row; parameter counts;
-* `job`: the job's knobs (method, precision, optimizer, loss, quantization, shapes);
+* `job`: the job's knobs (method, precision, optimizer, loss, quantization, shapes, padded data,
+  trained embedding / head copies, ZeRO-3 framework);
 * `memory`: peak memory per GPU by phase (load, step, optimizer), allocated / reserved / device;
 * `time`: a per-step roofline (matmuls, attention, memory traffic, dequantization, dispatch,
   optimizer, communication);
@@ -40,18 +41,25 @@ from finetune.job import (
     Optimizer,
     OptimizerImpl,
     OutsideModelError,
+    PaddedShape,
     Precision,
     Quant,
     Sharding,
+    TrainEmbeddings,
+    Zero3Impl,
     job_from_seed_row,
     padded_batch_length,
+    padded_shape,
     require_data_parallel,
 )
 from finetune.memory import (
     GB,
     MemoryBreakdown,
     activation_bytes,
+    adapter_params,
     bytes_per_param,
+    deepspeed_live_bytes,
+    embedding_copy_params,
     logits_bytes,
     memory_per_gpu,
     model_states,
@@ -83,15 +91,21 @@ __all__ = [
     "Optimizer",
     "OptimizerImpl",
     "OutsideModelError",
+    "PaddedShape",
     "Precision",
     "Quant",
     "Sharding",
     "TimeEstimate",
+    "TrainEmbeddings",
+    "Zero3Impl",
     "activation_bytes",
+    "adapter_params",
     "billed_hours",
     "bytes_per_param",
     "cost_per_million_tokens",
     "count_params",
+    "deepspeed_live_bytes",
+    "embedding_copy_params",
     "embedding_params",
     "estimate_time",
     "expected_spot_cost",
@@ -107,6 +121,7 @@ __all__ = [
     "model_states",
     "model_states_bytes",
     "padded_batch_length",
+    "padded_shape",
     "require_data_parallel",
     "run_cost",
     "trainable_params",

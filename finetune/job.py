@@ -35,6 +35,16 @@ CheckpointPolicy = Literal["full", "selective"]
 # torchtune's configs `fused: True`, torchtitan's default `optimizer.implementation = "fused"`).
 # bitsandbytes' 8-bit and paged optimizers are one fused kernel whatever this says.
 OptimizerImpl = Literal["foreach", "fused"]
+# Which framework shards a zero3 job, which decides how many parameters are gathered at once.
+# fsdp (torch FSDP via HF Accelerate, torchtune, torchtitan, axolotl): the unit computing and the
+# one prefetched, plus the root unit (embedding and head). deepspeed (ZeRO stage 3): whatever its
+# prefetcher keeps under `stage3_max_live_parameters` (see finetune.memory, DS_MAX_LIVE_PARAMETERS).
+Zero3Impl = Literal["fsdp", "deepspeed"]
+# Embedding and head trained next to the LoRA adapters, as PEFT's `modules_to_save` does it:
+# ModulesToSaveWrapper keeps the frozen original and trains a deep copy (peft/utils/other.py,
+# ModulesToSaveWrapper.update). off: adapters only; head: modules_to_save=["lm_head"];
+# embed+head: ["embed_tokens", "lm_head"] (Qwen's finetune.py "LoRA (emb)" for new tokens).
+TrainEmbeddings = Literal["off", "head", "embed+head"]
 
 # LoRA dropout by recipe when the job does not say: PEFT's LoraConfig and torchtune default to 0
 # (nn.Identity, no copy); the QLoRA reference scripts (artidoro/qlora scripts/finetune_guanaco_7b.sh)
@@ -85,6 +95,13 @@ class Job:
     # each GPU, which can cause OOM" (Lightning-AI/pytorch-lightning PR #18190). False: meta-device
     # init and rank-0 broadcast, one unit at a time (HF/Accelerate, torchtune, torchtitan).
     full_state_dict_load: bool = False
+    zero3_impl: Zero3Impl = "fsdp"
+    train_embeddings: TrainEmbeddings = "off"
+    # Padded (unpacked) data: the padded length of the longest micro-batch, i.e. the longest sample.
+    # The step whose micro-batch holds it is padded to it, so it sets the memory peak; `seq_len`
+    # is then the expected padded length of a micro-batch, which sets the time (see
+    # `padded_batch_length`). None: packed data, every micro-batch is `seq_len` long.
+    peak_seq_len: int | None = None
 
     def __post_init__(self) -> None:
         if min(self.seq_len, self.micro_batch, self.lora_rank, self.grad_accumulation) < 1:
@@ -97,11 +114,26 @@ class Job:
             raise ValueError(f"padding_efficiency must be in (0, 1], got {self.padding_efficiency}")
         if min(self.tensor_parallel, self.pipeline_parallel) < 1:
             raise ValueError("tensor_parallel and pipeline_parallel must be ≥ 1 (1 = not used)")
+        if self.peak_seq_len is not None and self.peak_seq_len < self.seq_len:
+            raise ValueError(
+                f"peak_seq_len {self.peak_seq_len} is below seq_len {self.seq_len}: the longest "
+                "micro-batch cannot be shorter than the expected one"
+            )
+        if self.train_embeddings != "off" and self.method == "full":
+            raise ValueError(
+                "full fine-tuning already trains the embedding and the head; train_embeddings "
+                "(PEFT modules_to_save) applies to lora and qlora"
+            )
 
     @property
     def chunked_ce(self) -> bool:
         """Whether the loss avoids the full fp32 logits (the marts' `chunked_ce` column)."""
         return self.loss != "standard"
+
+    @property
+    def memory_seq_len(self) -> int:
+        """The sequence length memory is sized at: the longest padded micro-batch, or seq_len."""
+        return self.peak_seq_len if self.peak_seq_len is not None else self.seq_len
 
     @property
     def dropout(self) -> float:
@@ -177,6 +209,37 @@ def padded_batch_length(mean_len: float, max_len: float, micro_batch: int) -> fl
         weight = 1 if i in (0, steps) else (4 if i % 2 else 2)
         total += weight * (1 - cdf(i * h) ** micro_batch)
     return total * h / 3
+
+
+@dataclass(frozen=True)
+class PaddedShape:
+    """A padded dataset's micro-batch shape from its mean and longest sample (tokens)."""
+
+    mean_len: float
+    max_len: int
+    expected_len: float  # expected padded length of one micro-batch (`padded_batch_length`)
+    seq_len: int  # expected_len rounded: the Job's seq_len, what the time model computes
+    padding_efficiency: float  # mean_len / expected_len: the share of computed tokens that are real
+
+
+def padded_shape(mean_len: float, max_len: int, micro_batch: int) -> PaddedShape:
+    """Job shape for padded (unpacked) data: time at the expected padded length, memory at max_len.
+
+    Raises ValueError with one line saying what to fix for a mean above the maximum or a length
+    below one token. A mean equal to the maximum means every sample has that length: no padding.
+    """
+    if not (math.isfinite(mean_len) and mean_len >= 1) or max_len < 1:
+        raise ValueError(f"sample lengths must be ≥ 1 token, got mean {mean_len:g} and max {max_len}")
+    if mean_len > max_len:
+        raise ValueError(
+            f"mean sample length {mean_len:g} is above the longest sample {max_len}: "
+            "the mean cannot exceed the maximum"
+        )
+    if micro_batch < 1:
+        raise ValueError(f"micro_batch must be ≥ 1, got {micro_batch}")
+    expected = float(max_len) if mean_len == max_len else padded_batch_length(mean_len, max_len, micro_batch)
+    seq_len = min(max_len, max(1, round(expected)))
+    return PaddedShape(mean_len, max_len, expected, seq_len, min(1.0, mean_len / expected))
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,32 @@ FOREACH_TEMPORARIES = 1.0
 # flight, the host-to-device copy of the unit after next (DeepSpeed's offload prefetch queue).
 LIVE_UNITS = 2
 LIVE_UNITS_OFFLOAD = 3
+# DeepSpeed ZeRO-3 (zero3_impl="deepspeed") gathers by budget, not by unit. Defaults from
+# deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig): stage3_max_live_parameters 1e9,
+# stage3_prefetch_bucket_size 5e7, stage3_param_persistence_threshold 1e5, stage3_max_reuse_distance
+# 1e9; HF Trainer's "auto" (transformers integrations/deepspeed.py, trainer_config_finalize) sets
+# only the bucket to 0.9·h² and the threshold to 10·h. In PartitionedParameterCoordinator
+# (deepspeed/runtime/zero/partitioned_param_coordinator.py) `fetch_sub_module` gathers the module
+# about to run, then prefetches upcoming parameters while min(max_live − available, bucket) > 0;
+# the loop takes a whole parameter before it tests that limit, so the lead grows until the budget
+# stops it and can pass it by one parameter, at worst the V×h embedding or head. Live set:
+# min(whole model, DS_MAX_LIVE_PARAMETERS + the largest parameter), plus the persisted ones
+# (`deepspeed_live_bytes`; tests/test_finetune_deepspeed.py replays those rules). Without
+# checkpointing, HF's 0.9·h² bucket on a model whose every weight is larger keeps the lead at one
+# weight, and this overstates that case by up to the budget.
+DS_MAX_LIVE_PARAMETERS = 1e9
+# Parameters below this many elements are never partitioned (`ds_persist`): each rank holds them
+# whole. That is every norm weight (h elements); HF's "auto" 10·h keeps the same ones.
+DS_PARAM_PERSISTENCE_THRESHOLD = 1e5
+# Bytes per element the budget counts: bf16, and for 4-bit bitsandbytes weights the bf16
+# `bnb_4bit_quant_storage` that ZeRO-3 sharding needs (four 4-bit weights per element).
+DS_STORAGE_ELEMENT_BYTES = 2.0
+# PEFT modules_to_save wrappers per TrainEmbeddings choice: each trains a deep copy of a V×h matrix
+# and keeps the frozen original (ModulesToSaveWrapper.update in peft/utils/other.py). On a tied
+# model the copy breaks the tie: PEFT's default (ensure_weight_tying=False) "treats as separate"
+# a tied lm_head in modules_to_save, and warns, then treats as separate, when both are listed
+# (PEFT docs, developer_guides/lora.md "Weight tying"); the shared original stays frozen.
+EMBEDDING_COPIES: dict[str, int] = {"off": 0, "head": 1, "embed+head": 2}
 
 
 @dataclass(frozen=True)
@@ -149,11 +175,38 @@ def _lora_params_per_layer(m: ModelSpec, rank: int, targets: str) -> int:
     return attn + experts * n_mats * rank * (h + m.intermediate_size)
 
 
+def adapter_params(model: ModelSpec, job: Job) -> int:
+    """The LoRA A/B matrices of a LoRA or QLoRA job (0 for full fine-tuning)."""
+    if job.method == "full":
+        return 0
+    return model.layers * _lora_params_per_layer(model, job.lora_rank, job.lora_targets)
+
+
+def embedding_copy_params(model: ModelSpec, job: Job) -> int:
+    """Parameters of the trained embedding / head copies (PEFT modules_to_save), V·h each.
+
+    Tied or not, each wrapped module adds one trainable V×h copy: a tied model's shared matrix
+    stays as the frozen original of both. bitsandbytes never quantizes these matrices
+    (transformers' `get_keys_to_not_convert` keeps the tied weights, else the output embedding,
+    out of the 4-bit conversion), so under QLoRA they copy the unquantized bf16 (or k-bit
+    upcast fp32) matrix.
+    """
+    if job.method == "full":
+        return 0
+    return EMBEDDING_COPIES[job.train_embeddings] * model.vocab_size * model.hidden_size
+
+
+def trains_head(job: Job) -> bool:
+    """Whether the output head's weight gets a gradient (full fine-tuning, or a trained copy)."""
+    return job.method == "full" or job.train_embeddings != "off"
+
+
 def trainable_params(model: ModelSpec, job: Job) -> int:
-    """All parameters for full fine-tuning; the LoRA A/B matrices for LoRA and QLoRA."""
+    """All parameters for full fine-tuning; for LoRA and QLoRA the adapters plus any trained
+    embedding / head copies, as PEFT's print_trainable_parameters counts them."""
     if job.method == "full":
         return model.params
-    return model.layers * _lora_params_per_layer(model, job.lora_rank, job.lora_targets)
+    return adapter_params(model, job) + embedding_copy_params(model, job)
 
 
 # --- Model states (weights, gradients, optimizer) ------------------------------------------------
@@ -197,12 +250,15 @@ def model_states_bytes(
     sharding: Sharding,
     n_gpus: int,
     offload: bool,
+    gathered_weights: float | None = None,
 ) -> StateBytes:
     """Per-GPU weight/gradient/optimizer bytes for fully trained parameters under ZeRO stages.
 
     ZeRO-2 (estimate_zero2_model_states_mem_needs): 2Ψ + 18Ψ/N, or 2Ψ with CPU offload.
     ZeRO-3 (estimate_zero3_model_states_mem_needs): 4·largest_layer + 18Ψ/N; params+optimizer
     offload leaves 4·largest_layer (the gathered bf16 layer and its bf16 gradient).
+    `gathered_weights` replaces the estimator's gathered bf16 weights (2·largest_layer) with a
+    framework's own live set; the bf16 gradient of the unit being reduced stays.
     No sharding (DDP) replicates everything: 18Ψ for bf16-mixed AdamW.
     """
     w, g, o = bytes_per_param(precision, optimizer)
@@ -216,9 +272,10 @@ def model_states_bytes(
         g_zero2 = g + (2.0 if precision == "bf16-mixed" else 0.0)
         return StateBytes(w * params, g_zero2 * params / n, o * params / n)
     gathered = 2.0 * largest_layer
+    live = gathered if gathered_weights is None else gathered_weights
     if offload:
-        return StateBytes(gathered, gathered, 0.0)
-    return StateBytes(gathered + w * params / n, gathered + g * params / n, o * params / n)
+        return StateBytes(live, gathered, 0.0)
+    return StateBytes(live + w * params / n, gathered + g * params / n, o * params / n)
 
 
 def quantized_bytes_per_param(job: Job) -> float:
@@ -254,9 +311,58 @@ def _root_unit_frozen_bytes(model: ModelSpec, job: Job) -> float:
     return _unquantized_bytes_per_param(job) * vh * (1 if model.tied_embeddings else 2)
 
 
+def _persisted_params(model: ModelSpec) -> int:
+    """Parameters DeepSpeed never partitions (fewer than DS_PARAM_PERSISTENCE_THRESHOLD elements):
+    the two norms per layer and the final norm (h each), and MoE routers (h·E) when that small."""
+    small = DS_PARAM_PERSISTENCE_THRESHOLD
+    norms = (2 * model.layers + 1) * model.hidden_size if model.hidden_size < small else 0
+    router = model.hidden_size * (model.num_experts or 0) if model.is_moe else 0
+    return norms + (model.layers * router if 0 < router < small else 0)
+
+
+def deepspeed_live_bytes(total: float, largest: float, persisted: float) -> float:
+    """Bytes DeepSpeed ZeRO-3 holds gathered at once: the prefetch budget (DS_MAX_LIVE_PARAMETERS
+    elements) plus the one parameter that may pass it (`largest` bytes), never more than the whole
+    model (`total`); plus the persisted small parameters, which every rank holds whole."""
+    budget = DS_MAX_LIVE_PARAMETERS * DS_STORAGE_ELEMENT_BYTES
+    return min(total, budget + largest + persisted)
+
+
+def _largest_param_bytes(model: ModelSpec, linear_bytes: float, other_bytes: float) -> float:
+    """The largest single weight: the V×h embedding / head, or one h×I MLP matrix."""
+    return max(
+        other_bytes * model.vocab_size * model.hidden_size,
+        linear_bytes * model.hidden_size * model.intermediate_size,
+    )
+
+
+def _copy_bytes_per_param(job: Job) -> tuple[float, float, float]:
+    """(weight, gradient, optimizer) bytes per parameter of a trained embedding / head copy.
+
+    The copy is a deep copy of the original, so it keeps the original's dtype (bf16, or fp32 after
+    k-bit preparation) under either precision; its gradient has that dtype, and torch's AdamW keeps
+    m and v in it too (bitsandbytes' optimizers keep their own: 1 B each 8-bit, fp32 32-bit paged).
+    Qwen's "LoRA (emb)" row fits this: 6.7 → 13.7 GB for two V×h copies of Qwen-1.8B (623M
+    parameters, bf16 weights, AdamW) = 8 B per parameter + the 2 B sqrt(v) of the foreach step.
+    """
+    w = 2.0 if not (job.method == "qlora" and job.kbit_upcast) else 4.0
+    states = OPTIMIZER_STATE_BYTES[job.optimizer]
+    return w, w, (w * 2 if job.optimizer == "adamw" else states)
+
+
 def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
     """Per-GPU weights, gradients and optimizer state of `job` during the training step."""
+    n = max(1, n_gpus)
+    deepspeed = job.sharding == "zero3" and job.zero3_impl == "deepspeed"
     if job.method == "full":
+        live = None
+        if deepspeed:
+            persisted = 2.0 * _persisted_params(model)
+            live = deepspeed_live_bytes(2.0 * model.params, _largest_param_bytes(model, 2.0, 2.0), persisted)
+            # gathered beyond the rank's own 1/n, as below; with one rank DeepSpeed does not
+            # gather at all (all_gather_coalesced returns _no_gather_coalesced when
+            # num_partitions == 1)
+            live = live if job.offload else live * (n - 1) / n
         return model_states_bytes(
             model.params,
             largest_layer_params(model),
@@ -265,28 +371,39 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
             job.sharding,
             n_gpus,
             job.offload,
+            gathered_weights=live,
         )
-    n = max(1, n_gpus)
     frozen = _frozen_weight_bytes(model, job)
+    copies = embedding_copy_params(model, job)
+    copy_w, copy_g, copy_o = _copy_bytes_per_param(job)
+    # the trained copies are parameters like the base's, sharded and gathered with it
+    weights = frozen + copy_w * copies
     if job.sharding == "zero3":
-        # sharded base: the root unit (embedding + head) stays gathered through the step, and
-        # LIVE_UNITS decoder layers are gathered at once (the one computing, the one prefetched);
-        # each GPU's own 1/n of them is already in its shard
-        units = min(model.layers, LIVE_UNITS_OFFLOAD if job.offload else LIVE_UNITS)
-        root = _root_unit_frozen_bytes(model, job)
-        unit = _decoder_unit_frozen_bytes(model, job)
-        gathered = root + units * unit
-        frozen = gathered if job.offload else frozen / n + gathered * (n - 1) / n
+        if deepspeed:
+            rest = _unquantized_bytes_per_param(job)
+            per_linear = quantized_bytes_per_param(job) if job.method == "qlora" else 2.0
+            largest = _largest_param_bytes(model, per_linear, rest)
+            gathered = deepspeed_live_bytes(weights, largest, rest * _persisted_params(model))
+        else:
+            unit = _decoder_unit_frozen_bytes(model, job)
+            # FSDP: the root unit (embedding + head, and their trained copies) stays gathered
+            # through the step, and LIVE_UNITS decoder layers are gathered at once (the one
+            # computing, the one prefetched)
+            units = min(model.layers, LIVE_UNITS_OFFLOAD if job.offload else LIVE_UNITS)
+            root = _root_unit_frozen_bytes(model, job) + copy_w * copies
+            gathered = root + units * unit
+        # each GPU's own 1/n of the gathered set is already in its shard
+        weights = gathered if job.offload else weights / n + gathered * (n - 1) / n
     # adapters: fp32 under mixed precision (they are their own master copy), bf16 under pure bf16
-    t = trainable_params(model, job)
+    t = adapter_params(model, job)
     adapter_w = 4.0 if job.precision == "bf16-mixed" else 2.0
     w_b, g_b, o_b = adapter_w, adapter_w, OPTIMIZER_STATE_BYTES[job.optimizer]
     if job.precision == "bf16-pure" and job.optimizer == "adamw":
         o_b = o_b / 2
     shard = n if job.sharding != "none" else 1
-    opt = 0.0 if job.offload else o_b * t / shard
-    grads = 0.0 if job.offload else g_b * t / shard
-    return StateBytes(frozen + w_b * t, grads, opt)
+    opt = 0.0 if job.offload else (o_b * t + copy_o * copies) / shard
+    grads = 0.0 if job.offload else (g_b * t + copy_g * copies) / shard
+    return StateBytes(weights + w_b * t, grads, opt)
 
 
 # --- Activations -------------------------------------------------------------------------------
@@ -368,8 +485,10 @@ def activation_bytes(model: ModelSpec, job: Job) -> float:
     each layer keeps only its bf16 input (2·s·b·h, Korthikanti's "full recompute"), plus one layer's
     recomputed activations during its backward. The final norm and head input add 8h per token.
     """
-    tokens = job.seq_len * job.micro_batch
-    per_layer = _layer_activation_bytes_per_token(model, job, job.seq_len) * tokens
+    # padded data: the longest micro-batch (job.peak_seq_len) sets the peak
+    seq = job.memory_seq_len
+    tokens = seq * job.micro_batch
+    per_layer = _layer_activation_bytes_per_token(model, job, seq) * tokens
     head = 8.0 * model.hidden_size * tokens
     if job.grad_checkpointing and job.checkpoint_policy == "selective":
         kept = _selective_saved_bytes_per_token(model) * tokens
@@ -384,17 +503,21 @@ def logits_bytes(model: ModelSpec, job: Job) -> float:
     per = LOGITS_BYTES_PER_ELEMENT[job.loss]
     if model.final_logit_softcapping and job.loss != "fused":
         per += SOFTCAP_LOGITS_BYTES_PER_ELEMENT
-    return per * job.seq_len * job.micro_batch * model.vocab_size
+    return per * job.memory_seq_len * job.micro_batch * model.vocab_size
 
 
 def _optimizer_temporaries(model: ModelSpec, job: Job, n_gpus: int) -> float:
     """Bytes the optimizer step allocates on top of the states (foreach AdamW's sqrt(v))."""
     if job.optimizer != "adamw" or job.offload or job.optimizer_impl != "foreach":
         return 0.0
-    t = trainable_params(model, job)
     shard = max(1, n_gpus) if job.sharding != "none" else 1
     v_bytes = 4.0 if job.precision == "bf16-mixed" else 2.0
-    return FOREACH_TEMPORARIES * v_bytes * t / shard
+    if job.method == "full":
+        return FOREACH_TEMPORARIES * v_bytes * model.params / shard
+    # a trained embedding / head copy keeps v in its own dtype (see _copy_bytes_per_param)
+    copy_v = _copy_bytes_per_param(job)[0]
+    v = v_bytes * adapter_params(model, job) + copy_v * embedding_copy_params(model, job)
+    return FOREACH_TEMPORARIES * v / shard
 
 
 def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdown:

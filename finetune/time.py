@@ -58,10 +58,14 @@ from finetune.job import Job, require_data_parallel
 from finetune.memory import (
     GB,
     OPTIMIZER_STATE_BYTES,
+    _copy_bytes_per_param,
     _frozen_weight_bytes,
+    adapter_params,
+    embedding_copy_params,
     memory_per_gpu,
     quantized_bytes_per_param,
     trainable_params,
+    trains_head,
 )
 
 # --- Constants. Each is a physical quantity with its source; none is fitted to a measured row. ---
@@ -268,8 +272,21 @@ def flops_per_token(model: ModelSpec, job: Job) -> float:
     n = matmul_params(model)
     attn = _attention_forward_flops_per_token(model, job)
     attn_total = attn * (1 + ATTENTION_BACKWARD_RATIO + _attention_recompute(job))
-    adapters = 6.0 * trainable_params(model, job) if job.method != "full" else 0.0
+    adapters = _adapter_flops_per_token(model, job)
     return 2.0 * n * flop_passes + 2.0 * _recompute_params(model, job) + attn_total + adapters
+
+
+def _adapter_flops_per_token(model: ModelSpec, job: Job) -> float:
+    """Matmul FLOPs per token of what LoRA / QLoRA train besides the frozen passes.
+
+    Adapters: 6 per adapter parameter. A trained head copy (PEFT modules_to_save) replaces the
+    frozen head in every pass, so only its weight gradient is new: 2·V·h. An embedding copy's
+    gradient scatters the incoming gradients into rows: memory work, no matmul.
+    """
+    if job.method == "full":
+        return 0.0
+    head = 2.0 * model.vocab_size * model.hidden_size if trains_head(job) else 0.0
+    return 6.0 * adapter_params(model, job) + head
 
 
 def model_flops_per_token(model: ModelSpec, job: Job) -> float:
@@ -326,8 +343,12 @@ def _frozen_weight_read_bytes(model: ModelSpec, job: Job) -> float:
     return 2.0 * matmul_params(model)
 
 
-def optimizer_bytes_per_param(job: Job) -> float:
+def optimizer_bytes_per_param(job: Job, param_bytes: float | None = None) -> float:
     """Bytes gradient clipping and the optimizer update move per trained parameter.
+
+    `param_bytes` is for parameters stored in another dtype than the job's master weights (a
+    trained embedding / head copy keeps its original's: p = g = param_bytes, torch AdamW's
+    moments in it too, no master copy).
 
     With p = parameter (master) bytes, g = gradient bytes, s = one moment's bytes:
     * fused (torch fused=True, every bitsandbytes optimizer): read p, g, m, v, write p, m, v:
@@ -351,6 +372,10 @@ def optimizer_bytes_per_param(job: Job) -> float:
     states = OPTIMIZER_STATE_BYTES[job.optimizer]
     if not bnb and not mixed:
         states /= 2  # torch keeps m, v in the parameter dtype (bf16)
+    if param_bytes is not None:
+        p = g = param_bytes
+        states = 2 * param_bytes if not bnb else OPTIMIZER_STATE_BYTES[job.optimizer]
+        mixed = False  # no separate master copy to write back
     s = states / 2
     fused = bnb or job.optimizer_impl == "fused"
     update = 2 * p + g + 4 * s if fused else 4 * p + 14 * s + 2 * g
@@ -362,7 +387,11 @@ def optimizer_bytes_per_param(job: Job) -> float:
 def _optimizer_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
     """Bytes the optimizer step reads and writes on one GPU (its shard of the trained params)."""
     shard = n_gpus if job.sharding != "none" else 1
-    return optimizer_bytes_per_param(job) * trainable_params(model, job) / shard
+    if job.method == "full":
+        return optimizer_bytes_per_param(job) * model.params / shard
+    copies = embedding_copy_params(model, job)
+    per_copy = optimizer_bytes_per_param(job, _copy_bytes_per_param(job)[0]) if copies else 0.0
+    return (optimizer_bytes_per_param(job) * adapter_params(model, job) + per_copy * copies) / shard
 
 
 def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float:
@@ -380,6 +409,8 @@ def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float
     grads = 2.0 * trainable_params(model, job)
     if job.sharding == "zero3":
         weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
+        # trained embedding / head copies are gathered with the base (their own dtype)
+        weights += _copy_bytes_per_param(job)[0] * embedding_copy_params(model, job)
         return ring * (2.0 * weights + grads)
     per_optimizer_step = 2.0 * grads
     return ring * per_optimizer_step / job.grad_accumulation
@@ -403,8 +434,7 @@ def step_time(
     n = matmul_params(model)
     recompute = _recompute_params(model, job)
     gemm_flops = (2.0 * n * flop_passes + 2.0 * recompute) * tokens
-    if job.method != "full":
-        gemm_flops += 6.0 * trainable_params(model, job) * tokens
+    gemm_flops += _adapter_flops_per_token(model, job) * tokens
     weight_traffic = _frozen_weight_read_bytes(model, job) * flop_passes + 2.0 * recompute
     matmul_s = max(gemm_flops / (peak * gpu.gemm_efficiency), weight_traffic / bw)
 

@@ -3,6 +3,9 @@
     gpucost memory --model Llama-3.1-8B --method qlora [--gpus 8 --sharding zero3] [--json]
     gpucost memory --model Qwen/Qwen3-8B --method lora      # any Hugging Face id
     gpucost memory --config path/to/config.json --method full --sharding zero3 --gpus 8
+    gpucost memory --model Llama-3.1-8B --mean-len 210 --max-len 768 --micro-batch 4  # padded data
+    gpucost memory --model Qwen/Qwen2.5-7B --gpus 8 --sharding zero3 --zero3-impl deepspeed
+    gpucost memory --model Llama-3.2-1B --method lora --train-embeddings head
     gpucost estimate --model Llama-3.1-70B --method lora --tokens 50M [--spot] [--max-nodes 2]
     gpucost estimate --model Llama-3.1-8B --offer-gpu H100 --provider runpod,aws --spot-only [--all]
     gpucost estimate --model Llama-3.1-8B --gpu H100-SXM --gpus 8 [--nodes 2] [--price-per-gpu-hour 2.5]
@@ -58,7 +61,15 @@ from finetune import (
     model_from_hf_config,
     trainable_params,
 )
-from finetune.job import CheckpointPolicy, OptimizerImpl, require_data_parallel
+from finetune.job import (
+    CheckpointPolicy,
+    OptimizerImpl,
+    PaddedShape,
+    TrainEmbeddings,
+    Zero3Impl,
+    padded_shape,
+    require_data_parallel,
+)
 from finetune.placement import USABLE_VRAM_FRACTION, MemoryTable, place
 from flows.cli_prices import (
     FILTERS,
@@ -109,9 +120,14 @@ DEFAULT_QUANT = QuantChoice("nf4-dq")
 VARIANT_SUFFIX = re.compile(r"-(instruct|chat|it|base)(-\d{4})?$", re.IGNORECASE)
 
 
-def _fail(message: str) -> typer.Exit:
+def _fail(message: str, code: int = 1) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(1)
+    return typer.Exit(code)
+
+
+def _usage(message: str) -> typer.Exit:
+    """Options that contradict each other: one line, exit 2 like click's own usage errors."""
+    return _fail(message, code=2)
 
 
 def find_model(name: str, models: dict[str, ModelSpec]) -> ModelSpec:
@@ -211,7 +227,17 @@ ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="A Hugging Face config.json instead of --model.")
 ]
 MethodOpt = Annotated[MethodChoice, typer.Option(help="full fine-tuning, LoRA or QLoRA (NF4 base).")]
-SeqLenOpt = Annotated[int, typer.Option(min=1, help="Sequence length in tokens.")]
+SeqLenOpt = Annotated[
+    int | None, typer.Option(min=1, help="Sequence length in tokens of packed data (default 2048).")
+]
+MeanLenOpt = Annotated[
+    float | None,
+    typer.Option(help="Padded data: mean sample length in tokens (with --max-len, instead of --seq-len)."),
+]
+MaxLenOpt = Annotated[
+    int | None,
+    typer.Option(help="Padded data: longest sample in tokens; memory is sized at it (with --mean-len)."),
+]
 MicroBatchOpt = Annotated[int, typer.Option(min=1, help="Sequences per GPU per step.")]
 OffloadOpt = Annotated[bool, typer.Option(help="ZeRO CPU offload of optimizer state (needs zero2/zero3).")]
 PrecisionOpt = Annotated[PrecisionChoice, typer.Option(help="bf16 with fp32 master weights, or pure bf16.")]
@@ -254,18 +280,106 @@ FullLoadOpt = Annotated[
 ParallelOpt = Annotated[
     int, typer.Option(min=1, help="Tensor / pipeline parallel degree; above 1 is outside this model.")
 ]
+Zero3ImplChoice = _choices("Zero3ImplChoice", Zero3Impl)
+TrainEmbeddingsChoice = _choices("TrainEmbeddingsChoice", TrainEmbeddings)
+Zero3ImplOpt = Annotated[
+    Zero3ImplChoice,
+    typer.Option(
+        help="Who shards a zero3 job: fsdp (2 units + embedding/head gathered) or deepspeed "
+        "(its 1e9-parameter live budget)."
+    ),
+]
+TrainEmbeddingsOpt = Annotated[
+    TrainEmbeddingsChoice,
+    typer.Option(
+        help="LoRA/QLoRA: also train a copy of the head, or of embedding and head (PEFT modules_to_save)."
+    ),
+]
 DEFAULT_POLICY = CheckpointPolicyChoice("full")
 DEFAULT_IMPL = OptimizerImplChoice("foreach")
+DEFAULT_ZERO3_IMPL = Zero3ImplChoice("fsdp")
+DEFAULT_TRAIN_EMBEDDINGS = TrainEmbeddingsChoice("off")
+DEFAULT_SEQ_LEN = 2048
+
+
+def _shape(
+    seq_len: int | None,
+    mean_len: float | None,
+    max_len: int | None,
+    micro_batch: int,
+    padding_efficiency: float | None = None,
+) -> tuple[dict[str, Any], PaddedShape | None]:
+    """The Job's seq_len / padding_efficiency / peak_seq_len from packed or padded options."""
+    if mean_len is None and max_len is None:
+        knobs = {
+            "seq_len": DEFAULT_SEQ_LEN if seq_len is None else seq_len,
+            "padding_efficiency": 1.0 if padding_efficiency is None else padding_efficiency,
+        }
+        return knobs, None
+    if mean_len is None or max_len is None:
+        raise _usage("give both --mean-len and --max-len (padded data), or neither (packed data: --seq-len)")
+    if seq_len is not None:
+        raise _usage(
+            "--seq-len is the packed length; with --mean-len/--max-len the padded length is derived "
+            "from them: drop --seq-len"
+        )
+    if padding_efficiency is not None:
+        raise _usage(
+            "--padding-efficiency is derived from --mean-len/--max-len (mean / expected padded "
+            "length): give one or the other"
+        )
+    try:
+        shape = padded_shape(mean_len, max_len, micro_batch)
+    except ValueError as exc:
+        raise _usage(f"--mean-len {mean_len:g} --max-len {max_len}: {exc}") from None
+    knobs = {
+        "seq_len": shape.seq_len,
+        "padding_efficiency": shape.padding_efficiency,
+        "peak_seq_len": shape.max_len,
+    }
+    return knobs, shape
+
+
+def _padding(shape: PaddedShape | None) -> dict[str, Any] | None:
+    """The --json `padding` object: what --mean-len/--max-len became (None for packed data)."""
+    if shape is None:
+        return None
+    return {
+        "mean_len": shape.mean_len,
+        "max_len": shape.max_len,
+        "expected_padded_len": shape.expected_len,
+        "padding_efficiency": shape.padding_efficiency,
+        "time_seq_len": shape.seq_len,
+        "memory_seq_len": shape.max_len,
+    }
+
+
+def _shape_text(job: Job, shape: PaddedShape | None) -> str:
+    if shape is None:
+        return f"seq {job.seq_len} × micro-batch {job.micro_batch}"
+    return (
+        f"padded: mean {shape.mean_len:g}, max {shape.max_len} tokens × micro-batch {job.micro_batch} "
+        f"(memory at {shape.max_len}, time at ~{shape.expected_len:,.0f}, "
+        f"{shape.padding_efficiency:.0%} real tokens)"
+    )
+
+
+def _sharding_text(job: Job) -> str:
+    return f"{job.sharding} ({job.zero3_impl})" if job.sharding == "zero3" else job.sharding
 
 
 def memory(
     model: ModelOpt = None,
     config: ConfigOpt = None,
     method: MethodOpt = DEFAULT_METHOD,
-    seq_len: SeqLenOpt = 2048,
+    seq_len: SeqLenOpt = None,
+    mean_len: MeanLenOpt = None,
+    max_len: MaxLenOpt = None,
     micro_batch: MicroBatchOpt = 1,
     gpus: Annotated[int, typer.Option(min=1, help="Data-parallel GPUs.")] = 1,
     sharding: Annotated[ShardingChoice, typer.Option(help="ZeRO stage / FSDP.")] = DEFAULT_SHARDING,
+    zero3_impl: Zero3ImplOpt = DEFAULT_ZERO3_IMPL,
+    train_embeddings: TrainEmbeddingsOpt = DEFAULT_TRAIN_EMBEDDINGS,
     offload: OffloadOpt = False,
     precision: PrecisionOpt = DEFAULT_PRECISION,
     optimizer: OptimizerOpt = None,
@@ -284,12 +398,15 @@ def memory(
     as_json: JsonOpt = False,
 ) -> None:
     """Peak memory per GPU (GB = 1e9 bytes) of one fine-tuning configuration. Needs no warehouse."""
+    shape_knobs, shape = _shape(seq_len, mean_len, max_len, micro_batch)
     spec = _model(model, config)
     job = _job(
         method=method,
-        seq_len=seq_len,
+        **shape_knobs,
         micro_batch=micro_batch,
         sharding=sharding,
+        zero3_impl=zero3_impl,
+        train_embeddings=train_embeddings,
         offload=offload,
         precision=precision,
         optimizer=optimizer,
@@ -315,6 +432,7 @@ def memory(
                 "trainable_params": trainable_params(spec, job),
                 "n_gpus": gpus,
                 "job": asdict(job),
+                "padding": _padding(shape),
                 "memory_gb": breakdown.as_dict(),
                 "totals_gb": _totals(breakdown),
             }
@@ -322,8 +440,8 @@ def memory(
         return
     console.print(
         f"[bold]{spec.model_id}[/] {job.method}: {spec.params / 1e9:.2f}B params, "
-        f"{trainable_params(spec, job) / 1e6:,.1f}M trainable; seq {job.seq_len} × micro-batch "
-        f"{job.micro_batch}, {job.precision}, {job.optimizer}; {gpus} GPU(s), sharding {job.sharding}",
+        f"{trainable_params(spec, job) / 1e6:,.1f}M trainable; {_shape_text(job, shape)}, "
+        f"{job.precision}, {job.optimizer}; {gpus} GPU(s), sharding {_sharding_text(job)}",
         highlight=False,
     )
     table = Table(title="peak memory per GPU")
@@ -381,9 +499,13 @@ def estimate(
     ] = False,
     max_nodes: Annotated[int, typer.Option(min=1, help="Most instances one job may span.")] = 1,
     top: Annotated[int, typer.Option(min=1, help="Rows to show.")] = 10,
-    seq_len: SeqLenOpt = 2048,
+    seq_len: SeqLenOpt = None,
+    mean_len: MeanLenOpt = None,
+    max_len: MaxLenOpt = None,
     micro_batch: MicroBatchOpt = 1,
     offload: OffloadOpt = False,
+    zero3_impl: Zero3ImplOpt = DEFAULT_ZERO3_IMPL,
+    train_embeddings: TrainEmbeddingsOpt = DEFAULT_TRAIN_EMBEDDINGS,
     precision: PrecisionOpt = DEFAULT_PRECISION,
     optimizer: OptimizerOpt = None,
     grad_checkpointing: CheckpointingOpt = True,
@@ -394,8 +516,11 @@ def estimate(
     quant: QuantOpt = DEFAULT_QUANT,
     lora_dropout: DropoutOpt = None,
     padding_efficiency: Annotated[
-        float, typer.Option(min=0.01, max=1.0, help="Real tokens / computed tokens: 1 packed, < 1 padded.")
-    ] = 1.0,
+        float | None,
+        typer.Option(
+            min=0.01, max=1.0, help="Real tokens / computed tokens: 1 packed (default), < 1 padded."
+        ),
+    ] = None,
     checkpoint_policy: PolicyOpt = DEFAULT_POLICY,
     optimizer_impl: ImplOpt = DEFAULT_IMPL,
     full_state_dict_load: FullLoadOpt = False,
@@ -441,14 +566,17 @@ def estimate(
 
     Per provider, GPU and pricing type, an offer neither faster nor cheaper than another is folded.
     """
+    shape_knobs, shape = _shape(seq_len, mean_len, max_len, micro_batch, padding_efficiency)
     spec = _model(model, config)
     # sharding is chosen per offer (none → zero2 → zero3); offload rules out `none`
     job = _job(
         method=method,
-        seq_len=seq_len,
+        **shape_knobs,
         micro_batch=micro_batch,
         sharding="zero3" if offload else "none",
         offload=offload,
+        zero3_impl=zero3_impl,
+        train_embeddings=train_embeddings,
         precision=precision,
         optimizer=optimizer,
         grad_checkpointing=grad_checkpointing,
@@ -458,7 +586,6 @@ def estimate(
         loss=loss,
         quant=quant,
         lora_dropout=lora_dropout,
-        padding_efficiency=padding_efficiency,
         checkpoint_policy=checkpoint_policy,
         optimizer_impl=optimizer_impl,
         full_state_dict_load=full_state_dict_load,
@@ -474,7 +601,9 @@ def estimate(
                 f"{filters.describe()} filter current offers, and --gpu estimates on stated hardware "
                 "without any; drop one (--offer-gpu is the GPU filter)"
             )
-        _estimate_on_hardware(spec, fjob, gpu, gpus, nodes, inter_node_gbps, price_per_gpu_hour, as_json)
+        _estimate_on_hardware(
+            spec, fjob, gpu, gpus, nodes, inter_node_gbps, price_per_gpu_hour, as_json, shape
+        )
         return
     try:
         con, banner = open_reader()
@@ -653,6 +782,7 @@ def _estimate_on_hardware(
     inter_node_gbps: float,
     price_per_gpu_hour: float | None,
     as_json: bool,
+    shape: PaddedShape | None = None,
 ) -> None:
     """Memory, time and (with a price) cost of `fjob` on nodes × gpus_per_node of one GPU."""
     gpu = _gpu_spec(gpu_name)
@@ -710,6 +840,7 @@ def _estimate_on_hardware(
         "memory_gb": breakdown.as_dict(),
         "totals_gb": _totals(breakdown),
         "job": asdict(job),
+        "padding": _padding(shape),
     }
     if as_json:
         _print_json(payload)
@@ -718,7 +849,7 @@ def _estimate_on_hardware(
     console.print(
         f"[bold]{spec.model_id}[/] {job.method} on {nodes}×{gpus_per_node} {gpu.gpu_name}: {verdict} "
         f"({breakdown.total_gb:.1f} of {gpu.vram_gb * USABLE_VRAM_FRACTION:.1f} GB usable per GPU, "
-        f"{sharding})",
+        f"{_sharding_text(job)}; {_shape_text(job, shape)})",
         highlight=False,
     )
     hours = f"{time.hours:,.2f} h" if math.isfinite(time.hours) else "unbounded"
