@@ -22,6 +22,25 @@ def test_every_cli_command_is_in_the_readme():
         assert f"gpucost {name}" in README, f"`gpucost {name}` is not documented in README.md"
 
 
+def test_every_option_of_every_cli_command_is_in_the_readme():
+    """An option `--help` shows but the README never names is documentation out of step."""
+    import typer.main
+
+    from flows.cli import app
+
+    root = typer.main.get_command(app)
+    missing = []
+    for name, command in root.commands.items():
+        leaves = getattr(command, "commands", {None: command})
+        for sub, leaf in leaves.items():
+            for param in leaf.params:
+                for opt in param.opts:
+                    if opt.startswith("--") and opt != "--help" and opt not in README:
+                        missing.append(f"gpucost {name}{' ' + sub if sub else ''} {opt}")
+    assert len(root.commands) > 10
+    assert not missing, f"options missing from README.md: {missing}"
+
+
 def test_every_setting_is_in_env_example_and_readme():
     from warehouse.db import Settings
 
