@@ -359,10 +359,10 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
         if deepspeed:
             persisted = 2.0 * _persisted_params(model)
             live = deepspeed_live_bytes(2.0 * model.params, _largest_param_bytes(model, 2.0, 2.0), persisted)
-            # gathered beyond the rank's own 1/n, as below; with one rank DeepSpeed does not
-            # gather at all (all_gather_coalesced returns _no_gather_coalesced when
-            # num_partitions == 1)
-            live = live if job.offload else live * (n - 1) / n
+            # gathered at full size next to the rank's own partition, as below; with one rank
+            # DeepSpeed does not gather at all (all_gather_coalesced returns
+            # _no_gather_coalesced when num_partitions == 1)
+            live = live if job.offload or n > 1 else 0.0
         return model_states_bytes(
             model.params,
             largest_layer_params(model),
@@ -392,8 +392,16 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
             units = min(model.layers, LIVE_UNITS_OFFLOAD if job.offload else LIVE_UNITS)
             root = _root_unit_frozen_bytes(model, job) + copy_w * copies
             gathered = root + units * unit
-        # each GPU's own 1/n of the gathered set is already in its shard
-        weights = gathered if job.offload else weights / n + gathered * (n - 1) / n
+        # The gathered set is a full-size buffer beside each GPU's own shard: FSDP all-gathers a
+        # unit into "a padded unsharded tensor that serves as the all-gather destination"
+        # (FlatParamHandle.init_flat_param_attributes, torch/distributed/fsdp/_flat_param.py:
+        # flat_param.numel() * world_size) while `_local_shard` stays; DeepSpeed replaces
+        # param.data with the full tensor and keeps `ds_tensor`. One GPU gathers nothing: FSDP
+        # switches FULL_SHARD to NO_SHARD at world size 1, DeepSpeed skips the gather.
+        if job.offload:
+            weights = gathered
+        elif n > 1:
+            weights = weights / n + gathered
     # adapters: fp32 under mixed precision (they are their own master copy), bf16 under pure bf16
     t = adapter_params(model, job)
     adapter_w = 4.0 if job.precision == "bf16-mixed" else 2.0

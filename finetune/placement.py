@@ -129,10 +129,17 @@ def _fabric_warning(nodes: int, inter_node_gbps: float | None) -> str | None:
 
 
 def _fewest_nodes(need: Callable[[int], float], usable: float, max_nodes: int) -> int | None:
-    """Smallest k in 1..max_nodes with need(k) ≤ usable; per-GPU need never grows with k."""
-    if need(max_nodes) > usable:
+    """Smallest k in 1..max_nodes with need(k) ≤ usable.
+
+    From two GPUs on, per-GPU need never grows with k (shards shrink, the gathered set stays), so a
+    bisection finds k. One GPU is tried first: it shards nothing and gathers nothing, and on a
+    model whose gathered set is over half its weights it can need less than two GPUs do.
+    """
+    if need(1) <= usable:
+        return 1
+    if max_nodes < 2 or need(max_nodes) > usable:
         return None
-    lo, hi = 1, max_nodes
+    lo, hi = 2, max_nodes
     while lo < hi:
         mid = (lo + hi) // 2
         if need(mid) <= usable:

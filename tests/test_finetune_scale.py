@@ -460,3 +460,17 @@ def test_the_view_reads_on_a_read_only_connection(tmp_path: Path) -> None:
     ).fetchall()
     reader.close()
     assert rows == [(1, 1)]
+
+
+def test_fewest_nodes_tries_one_gpu_first_then_bisects_where_need_only_falls() -> None:
+    from finetune.placement import _fewest_nodes
+
+    # one GPU gathers nothing; two hold half the weights plus the gathered set: a toy model can
+    # need more at two than at one, after which need falls as 1/k
+    need = {1: 10.0, 2: 15.0, 3: 12.0, 4: 11.0, 5: 10.5}.__getitem__
+    assert _fewest_nodes(need, usable=10.0, max_nodes=5) == 1
+    assert _fewest_nodes(need, usable=11.5, max_nodes=5) == 1
+    falling = {1: 40.0, 2: 21.0, 3: 14.0, 4: 10.5, 5: 8.4}.__getitem__
+    assert _fewest_nodes(falling, usable=12.0, max_nodes=5) == 4
+    assert _fewest_nodes(falling, usable=8.0, max_nodes=5) is None
+    assert _fewest_nodes(falling, usable=30.0, max_nodes=1) is None

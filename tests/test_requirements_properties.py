@@ -108,15 +108,39 @@ def test_qlora_below_lora_below_full(m: ModelSpec, full: Job) -> None:
     assert q < lo < f
 
 
-@given(model_specs(), jobs(sharding="zero3"), st.integers(0, 6), st.integers(1, 6))
-def test_more_gpus_under_zero3_never_increase_model_states(
+@given(model_specs(), jobs(sharding="zero3"), st.integers(1, 6), st.integers(1, 6))
+def test_from_two_gpus_on_more_gpus_under_zero3_never_increase_model_states(
     m: ModelSpec, job: Job, log_n: int, more: int
 ) -> None:
+    """Shards shrink as 1/n; the gathered set (a full-size buffer beside the shard) stays."""
+
     def states(n: int) -> float:
         return model_states(m, job, n).total / 1e9
 
     n = 2**log_n
     assert states(n * 2**more) <= states(n) + 1e-12
+
+
+def test_two_gpus_under_zero3_need_more_than_one_only_when_the_gathered_set_is_over_half() -> None:
+    """One GPU shards and gathers nothing (FSDP runs NO_SHARD at world size 1); two hold half the
+    weights plus the whole gathered set. An 8B model saves; a two-layer toy, whose two live units
+    and root are all of it, pays half its weights more."""
+
+    def spec(layers: int, hidden: int, heads: int, kv: int, inter: int, vocab: int) -> ModelSpec:
+        m = ModelSpec(
+            model_id=f"{layers}-layers", params=0, active_params=0, layers=layers, hidden_size=hidden,
+            attention_heads=heads, kv_heads=kv, intermediate_size=inter, vocab_size=vocab,
+            tied_embeddings=False, max_context=8192,
+        )  # fmt: skip
+        p = count_params(m)
+        return replace(m, params=p, active_params=p)
+
+    job = Job(method="lora", sharding="zero3")
+    big = spec(32, 4096, 32, 8, 14336, 128_256)  # Llama-3.1-8B's shape
+    assert model_states(big, job, 2).weights < model_states(big, job, 1).weights
+    toy = spec(2, 512, 8, 8, 2048, 32_000)
+    one, two = model_states(toy, job, 1).weights, model_states(toy, job, 2).weights
+    assert two == pytest.approx(one * 1.5, rel=0.02)
 
 
 @given(
