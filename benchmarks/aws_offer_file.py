@@ -515,9 +515,8 @@ def _peak_rss_mb() -> float:
 def child_connector(port: int, previous_path: Path | None, spool: Path) -> dict:
     import httpx
 
-    from connectors import aws
+    from connectors import aws, http
     from connectors.base import Offer, Unchanged
-    from connectors import http
 
     make_client, remove_spooled = http.make_client, http.remove_spooled
 

@@ -18,9 +18,10 @@ leaves no partial spool file behind.
 One pass over a body: `fetch` hashes it (`RawResponse.sha256`) and, given `stream=` (a
 `BodyParser` factory, see connectors/base.py "Large bodies"), parses it while it arrives; a spooled
 body is written and hashed on a helper thread; given `keep=` (a `BodyFilter` factory) only what the
-filter keeps is spooled and parsed. `network_transport` reads the socket in 1 MiB pieces. `fetch_concurrently` runs independent fetches of one
-provider in parallel (at most `per_host` at a time), yields them in order, and on the first
-failure cancels the rest and removes what they spooled.
+filter keeps is spooled and parsed. `network_transport` reads the socket in 1 MiB pieces.
+`fetch_concurrently` runs independent fetches of one provider in parallel (at most `per_host` at a
+time), yields them in order, and on the first failure cancels the rest and removes what they
+spooled.
 
 Deadlines, not only timeouts: httpx's read timeout restarts with every chunk, so a server that drips
 a byte a second would hold a run forever. Every request has an overall deadline
