@@ -51,8 +51,25 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+@app.callback()
+def _settings_are_valid() -> None:
+    # Before any command: every one reads Settings somewhere, and a malformed GPUCOST_* value in
+    # the environment or .env would otherwise surface as a pydantic traceback mid-way.
+    from pydantic import ValidationError
+
+    try:
+        Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"GPUCOST_{'_'.join(map(str, e['loc'])).upper()}={e.get('input')!r}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise _fail(f"{problems} (fix it in the environment or .env)", code=2) from None
+
+
 def _print_frame(columns: list[str], rows: list[tuple], title: str | None = None, limit: int = 200) -> None:
-    table = Table(title=title, show_lines=False)
+    # at least as wide as its title, which would otherwise wrap over a narrow result ("statement\n1")
+    table = Table(title=title, show_lines=False, min_width=len(title) if title else None)
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows[:limit]:
@@ -540,31 +557,48 @@ def deploy(
             "so workers run the flow from this checkout",
             code=2,
         )
-    if not (Path(project) / "flows" / "refresh.py").is_file():
-        raise _fail(f"GPUCOST_PROJECT_DIR={project} is not a gpucost checkout (no flows/refresh.py)", code=2)
+    prefect_file = "deployments/prefect.yaml"
+    if not all((Path(project) / name).is_file() for name in ("flows/refresh.py", prefect_file)):
+        raise _fail(
+            f"GPUCOST_PROJECT_DIR={project} is not a gpucost checkout "
+            f"(no flows/refresh.py or {prefect_file})",
+            code=2,
+        )
     if not os.environ.get("PREFECT_API_URL"):
         raise _fail(
             "PREFECT_API_URL is not set: start `prefect server start` and export "
             "PREFECT_API_URL=http://127.0.0.1:4200/api",
             code=2,
         )
+    import yaml  # Prefect's own dependency; only this command reads prefect.yaml
+
+    names = [d["name"] for d in yaml.safe_load((Path(project) / prefect_file).read_text())["deployments"]]
+    deploy_on_pool = ["prefect", "--no-prompt", "deploy", "--pool", work_pool, "--prefect-file", prefect_file]
     steps = [
         ["prefect", "work-pool", "create", work_pool, "--type", "process", "--overwrite"],
         ["prefect", "work-queue", "create", "default", "--pool", work_pool, "--limit", "1"],
-        ["prefect", "--no-prompt", "deploy", "--all", "--prefect-file", "deployments/prefect.yaml"],
+        # one deployment at a time: `prefect deploy --all` ignores --pool and keeps prefect.yaml's pool
+        *([*deploy_on_pool, "--name", name] for name in names),
     ]
     for step in steps:
-        console.print("$ " + " ".join(step))
-        done = subprocess.run(step, cwd=project, check=False)
-        # the queue may exist already; its limit is then set on the next line
-        if done.returncode != 0 and step[1] == "work-queue":
-            subprocess.run(
-                ["prefect", "work-queue", "set-concurrency-limit", "default", "1", "--pool", work_pool],
-                cwd=project,
-                check=False,
-            )
-        elif done.returncode != 0:
-            raise _fail(f"`{' '.join(step)}` failed (exit {done.returncode}); see its output above")
+        code = _run_step(step, project)
+        if code != 0 and step[1] == "work-queue":
+            # the pool made its own `default` queue (Prefect does on create): give that one the limit
+            step = ["prefect", "work-queue", "set-concurrency-limit", "default", "1", "--pool", work_pool]
+            code = _run_step(step, project)
+        if code != 0:
+            raise _fail(f"`{' '.join(step)}` failed (exit {code}); see its output above")
+
+
+def _run_step(step: list[str], cwd: str) -> int:
+    """Run one `prefect` command of `deploy`, shown first; its exit code."""
+    console.print("$ " + " ".join(step))
+    try:
+        return subprocess.run(step, cwd=cwd, check=False).returncode
+    except FileNotFoundError:
+        raise _fail(
+            "`prefect` is not on PATH; run `uv run gpucost deploy` from the checkout (or activate its .venv)"
+        ) from None
 
 
 server_app = typer.Typer(

@@ -101,7 +101,11 @@ def connect(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConn
                 f"the warehouse {path} is in use by another process{holder}, most likely a running "
                 "refresh; DuckDB allows no readers while it writes. Try again when it finishes."
             ) from None
-        raise
+        # not a DuckDB file, a folder, unreadable: one line for the user, not a traceback
+        raise WarehouseError(
+            f"cannot open the warehouse {path} ({exc}); move it aside, or point GPUCOST_HOME at "
+            "another folder"
+        ) from None
     # TIMESTAMPTZ would otherwise come back in the machine's zone name ('Etc/UTC'), which polars
     # refuses to concatenate with 'UTC'.
     con.execute("set TimeZone = 'UTC'")
