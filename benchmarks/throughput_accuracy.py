@@ -77,6 +77,14 @@ def _float(cell: str | None) -> float | None:
     return float(cell) if cell not in (None, "") else None
 
 
+def ran_compiled(row: dict[str, str]) -> bool:
+    """Whether the measured run used torch.compile, as its source says: torchtune's README tables
+    mark compiled rows ("compile on", "Uses torch compile" on the row's footnote); "no compile"
+    says the opposite; a source that does not say ran eager (PyTorch's default)."""
+    said = f"{row['framework']} {row['quote']}".lower()
+    return "no compile" not in said and "compile" in said
+
+
 def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[str, dict[str, str]]) -> Case:
     """One calibration row → (model, job, hardware), by the row's own columns."""
     gpu_name = HARDWARE_AS_STATED.get(row["source"], row["gpu"])
@@ -128,6 +136,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         loss=loss,  # type: ignore[arg-type]
         sharding=row["sharding"] or "none",  # type: ignore[arg-type]
         offload=row["offload"].strip().lower() == "yes",
+        compiled=ran_compiled(row),
     )
     gpu = Accelerator(
         tflops=float(spec["bf16_tflops"]),

@@ -96,6 +96,10 @@ class Job:
     # init and rank-0 broadcast, one unit at a time (HF/Accelerate, torchtune, torchtitan).
     full_state_dict_load: bool = False
     zero3_impl: Zero3Impl = "fsdp"
+    # torch.compile on the model (torchtune's `compile: True`, torchtitan's `--compile`): Inductor
+    # fuses the elementwise work between matmuls and launches kernels from generated code
+    # (finetune.time counts what that saves). Memory is modelled as eager either way.
+    compiled: bool = False
     train_embeddings: TrainEmbeddings = "off"
     # Padded (unpacked) data: the padded length of the longest micro-batch, i.e. the longest sample.
     # The step whose micro-batch holds it is padded to it, so it sets the memory peak; `seq_len`

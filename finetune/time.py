@@ -17,13 +17,16 @@ so the launch floor only shows when the GPU work is shorter):
   efficiency of the GPU generation (ATTENTION_EFFICIENCY); eager attention computes and stores the
   full s² scores;
 * elementwise work (norms, rotary, activations, residuals, LoRA adapters, dropout): bytes at
-  memory bandwidth (`_elementwise_bytes_per_token` lists them). This term is why H100s reach a
+  memory bandwidth (`_elementwise_bytes_per_token` lists them; a compiled job, `Job.compiled`,
+  moves only each fused region's inputs and outputs). This term is why H100s reach a
   lower fraction of their peak than A100s: 295 dense FLOPs per byte of bandwidth against 153;
 * QLoRA: every pass that needs the frozen weights dequantizes them (read the 4-bit weight and its
   constants, write bf16): a per-step cost proportional to parameters, not to tokens;
 * data-parallel communication over the link (NVLink, PCIe P2P, host-staged PCIe or the network):
   overlapped with compute when the GPUs talk peer to peer; added to it when they cannot (GeForce
   cards have no P2P: NCCL stages every transfer through host memory);
+* the CPU's dispatch floor: eager PyTorch pays ~10 µs per operator; a compiled job's generated
+  code pays the CUDA launch per fused kernel (~5 µs);
 * the loss over the vocabulary: the b·s·V logits are upcast, soft-maxed and differentiated by
   elementwise kernels, bytes at memory bandwidth by loss (LOSS_BYTES_PER_LOGIT);
 * once per optimizer step (every `grad_accumulation` micro-steps): gradient clipping and the
@@ -102,6 +105,16 @@ OPS_PER_LAYER_FORWARD = 40
 OPS_PER_ADAPTER = 5
 # Autograd dispatches about as many backward ops as forward ones, plus the accumulate steps: 1.5×.
 BACKWARD_OPS_RATIO = 1.5
+# torch.compile (Job.compiled): TorchInductor fuses each chain of pointwise and reduction ops
+# between two matmuls into one kernel that reads the chain's inputs once and writes its outputs
+# once (Ansel et al. 2024, "PyTorch 2", ASPLOS, TorchInductor's fusion), and its generated wrapper
+# launches kernels without eager's per-op dispatch, so each costs the CUDA launch alone (~5 µs,
+# as above). Kernels of one compiled Llama-style layer forward: 7 projections, the attention
+# core, 4 fused regions (residual add + norm twice, rotary, the MLP activation); each LoRA
+# adapter adds its A and B matmuls and one fused scale-and-add.
+LAUNCH_SECONDS_PER_KERNEL = 5e-6
+COMPILED_KERNELS_PER_LAYER_FORWARD = 12
+COMPILED_KERNELS_PER_ADAPTER = 3
 # NCCL ring collectives reach ~75 % of link bandwidth (nccl-tests busbw on NVLink and InfiniBand).
 COMM_EFFICIENCY = 0.75
 # PCIe x16, per direction, GB/s, by generation (PCI-SIG: 8/16/32/64 GT/s per lane, 128b/130b).
@@ -308,23 +321,36 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
     * two residual adds: 6h each;
     * each LoRA-adapted linear: read its input for A (2·d_in), write B's output, scale it and add it
       to the frozen output (10·d_out); with dropout, a copy of the input and its mask (5·d_in).
+
+    Compiled (`job.compiled`), each fused region moves only its inputs and outputs, bf16: residual
+    add + RMSNorm reads the stream and the branch and writes the sum and the normed copy (8h, twice);
+    rotary reads and writes q and k (4 bytes per element); silu(gate) · up reads two and writes one
+    (6I); an adapter's scale-and-add reads B's and the frozen output and writes the sum (6·d_out),
+    and dropout draws its mask in the kernel and writes only the dropped copy (2·d_in). The
+    attention layout copies are counted as eager (the projections read them as matmul inputs).
     """
     h, inter = model.hidden_size, model.intermediate_size
     q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
     experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
-    norms = 2 * 36 * h
-    rotary = 14 * (q + kv)
     layout = 4 * (2 * q + 2 * kv)
-    act = experts * (10 if model.gated_mlp else 4) * inter
-    residual = 2 * 6 * h
-    total = float(norms + rotary + layout + act + residual)
+    if job.compiled:
+        norms_and_residuals = 2 * 8 * h
+        rotary = 4 * (q + kv)
+        act = experts * (6 if model.gated_mlp else 4) * inter
+        adapter_out, dropout_in = 6, 2
+    else:
+        norms_and_residuals = 2 * 36 * h + 2 * 6 * h
+        rotary = 14 * (q + kv)
+        act = experts * (10 if model.gated_mlp else 4) * inter
+        adapter_out, dropout_in = 10, 5
+    total = float(norms_and_residuals + rotary + layout + act)
     if job.method != "full":
         linears = [(h, q), (h, kv)] if job.lora_targets == "qv" else [(h, q), (h, kv), (h, kv), (q, h)]
         if job.lora_targets == "all-linear":
             mlp = [(h, inter), (h, inter), (inter, h)] if model.gated_mlp else [(h, inter), (inter, h)]
             linears += mlp * experts
         for d_in, d_out in linears:
-            total += 2 * d_in + 10 * d_out + (5 * d_in if job.dropout > 0 else 0)
+            total += 2 * d_in + adapter_out * d_out + (dropout_in * d_in if job.dropout > 0 else 0)
     return total
 
 
@@ -463,8 +489,13 @@ def step_time(
         passes = weight_passes + (1 if job.grad_checkpointing else 0)
         dequant_s = per_pass * passes / bw
 
-    ops_fwd = OPS_PER_LAYER_FORWARD * model.layers + OPS_PER_ADAPTER * _n_adapters(model, job)
-    dispatch_s = ops_fwd * (fwd_passes + BACKWARD_OPS_RATIO) * DISPATCH_SECONDS_PER_OP
+    if job.compiled:
+        kernels = COMPILED_KERNELS_PER_LAYER_FORWARD * model.layers
+        kernels += COMPILED_KERNELS_PER_ADAPTER * _n_adapters(model, job)
+        dispatch_s = kernels * (fwd_passes + BACKWARD_OPS_RATIO) * LAUNCH_SECONDS_PER_KERNEL
+    else:
+        ops_fwd = OPS_PER_LAYER_FORWARD * model.layers + OPS_PER_ADAPTER * _n_adapters(model, job)
+        dispatch_s = ops_fwd * (fwd_passes + BACKWARD_OPS_RATIO) * DISPATCH_SECONDS_PER_OP
 
     optimizer_s = _optimizer_step_seconds(model, job, gpu, n_gpus, gpus_per_node) / job.grad_accumulation
     if job.offload and job.sharding == "zero3":

@@ -277,6 +277,13 @@ FullLoadOpt = Annotated[
     bool,
     typer.Option(help="Load a full state dict into the sharded model (each GPU briefly holds it all)."),
 ]
+CompileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--compile/--no-compile",
+        help="torch.compile on (torchtune compile: True): fused elementwise work, fewer launches.",
+    ),
+]
 ParallelOpt = Annotated[
     int, typer.Option(min=1, help="Tensor / pipeline parallel degree; above 1 is outside this model.")
 ]
@@ -524,6 +531,7 @@ def estimate(
     checkpoint_policy: PolicyOpt = DEFAULT_POLICY,
     optimizer_impl: ImplOpt = DEFAULT_IMPL,
     full_state_dict_load: FullLoadOpt = False,
+    compiled: CompileOpt = False,
     tensor_parallel: ParallelOpt = 1,
     pipeline_parallel: ParallelOpt = 1,
     gpu: Annotated[
@@ -589,6 +597,7 @@ def estimate(
         checkpoint_policy=checkpoint_policy,
         optimizer_impl=optimizer_impl,
         full_state_dict_load=full_state_dict_load,
+        compiled=compiled,
         tensor_parallel=tensor_parallel,
         pipeline_parallel=pipeline_parallel,
     )

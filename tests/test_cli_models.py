@@ -64,6 +64,16 @@ def test_two_nodes_need_more_gpus_not_more_memory_per_gpu() -> None:
     assert two["n_gpus"] == 16 and two["memory_gb"]["total_gb"] < one["memory_gb"]["total_gb"]
 
 
+def test_estimate_compile_is_faster_and_leaves_memory_as_it_is() -> None:
+    base = ["estimate", "--model", "Llama-3.1-8B", "--method", "lora", "--tokens", "10M", "--json"]
+    base += ["--gpu", "RTX4090", "--micro-batch", "2"]
+    eager = json.loads(runner.invoke(app, base).output)
+    compiled = json.loads(runner.invoke(app, [*base, "--compile"]).output)
+    assert compiled["tokens_per_s"] > eager["tokens_per_s"] and compiled["hours"] < eager["hours"]
+    assert compiled["memory_gb"] == eager["memory_gb"]
+    assert json.loads(runner.invoke(app, [*base, "--no-compile"]).output) == eager
+
+
 def test_unknown_gpu_is_one_line() -> None:
     result = runner.invoke(app, ["estimate", "--model", "Llama-3.1-8B", "--gpu", "H1OO-SXM"])
     assert result.exit_code == 1

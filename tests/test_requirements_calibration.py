@@ -54,3 +54,21 @@ def test_row_rules_read_the_rows_own_words() -> None:
 def test_unknown_model_borrows_the_nearest_seed_architecture() -> None:
     case = row_to_case(_row(model="SomeLab/Unknown-8B", params_b="8.0"), load_models())
     assert case.model is not None and "arch of" in case.note
+
+
+@pytest.mark.parametrize(
+    ("framework", "quote", "compiled"),
+    [
+        ("torchtune (compile on, chunked CE, packed)", "", True),
+        ("torchtune (packed, no compile)", "", False),
+        ("torchtitan (FSDP2, no compile, bf16)", "compile is off", False),
+        ("torchtune (alpaca, unpacked)", "'| 1 x RTX 4090 | QLoRA ** |' ('**= Uses torch compile')", True),
+        ("PEFT method_comparison run.py (plain PyTorch loop)", "", False),
+    ],
+)
+def test_the_throughput_benchmark_reads_torch_compile_from_the_source(
+    framework: str, quote: str, compiled: bool
+) -> None:
+    from benchmarks.throughput_accuracy import ran_compiled
+
+    assert ran_compiled({"framework": framework, "quote": quote}) is compiled
