@@ -108,7 +108,8 @@ class Distribution:
 def quantile(values: Sequence[float], q: float) -> float:
     """Nearest-rank quantile: the smallest value with at least a share `q` of `values` at or below.
 
-    Always one of `values` (a price some host asks); independent of their order.
+    Always one of `values` (a price some host asks); independent of their order. NaN is refused
+    (`ValueError`): it has no rank.
 
     >>> quantile([5, 1, 3], 0.5), quantile([5, 1, 3], 0.1), quantile([5, 1, 3], 1.0)
     (3, 1, 5)
@@ -117,6 +118,9 @@ def quantile(values: Sequence[float], q: float) -> float:
         raise ValueError("quantile of no values")
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"quantile q must be in [0, 1], got {q}")
+    # NaN compares false both ways: sorted() would leave it in place and the answer depend on order
+    if any(v != v for v in values):
+        raise ValueError("quantile of NaN values; leave unreadable prices out first (see `is_valid_price`)")
     ordered = sorted(values)
     # 1-based rank; the epsilon keeps 0.1 * 30 = 3.0000000000000004 at rank 3.
     rank = max(1, math.ceil(q * len(ordered) - 1e-9))
@@ -253,9 +257,7 @@ def _flagged(
             "tier": host.tier,
             "host_offers": len(members),
             "host_ids": [h.host_id for h in members],
-            "host_prices": [
-                None if not math.isfinite(h.price_per_hour) else h.price_per_hour for h in members
-            ],
+            "host_prices": [h.price_per_hour if _is_finite(h.price_per_hour) else None for h in members],
         },
     )
 
@@ -264,6 +266,8 @@ def _problem(host: HostOffer) -> str:
     if host.problem:
         return host.problem
     price = host.price_per_hour
+    if not isinstance(price, int | float):
+        return "price is not a number"
     if not math.isfinite(price):
         return "price is not a finite number"
     return "price is zero" if price == 0 else "price is negative"
@@ -286,6 +290,10 @@ def _median(values: Iterable[float | None]) -> float | None:
 
 def _as_float(value: int | None) -> float | None:
     return None if value is None else float(value)
+
+
+def _is_finite(price: object) -> bool:
+    return isinstance(price, int | float) and math.isfinite(price)
 
 
 def _as_nan(price: float) -> float:

@@ -110,8 +110,8 @@ def soup(response: RawResponse | bytes | str) -> bs4.BeautifulSoup:
     """
     if isinstance(response, RawResponse):
         check_complete(response)
-        match = re.search(r"charset=([\w.:-]+)", response.content_type or "", re.IGNORECASE)
-        encoding = match.group(1).strip("\"'") if match else None
+        match = re.search(r"charset=[\"']?([\w.:-]+)", response.content_type or "", re.IGNORECASE)
+        encoding = match.group(1) if match else None
         return bs4.BeautifulSoup(response.read(), "lxml", from_encoding=encoding)
     return bs4.BeautifulSoup(response, "lxml")
 
@@ -174,6 +174,10 @@ def _text(node: bs4.PageElement) -> str:
 class Table:
     """One table of a page: cleaned header and cell texts, in the page's column order.
 
+    Cells are laid out as a reader sees them: a cell spanning columns or rows (`colspan`,
+    `rowspan`) is repeated in each, and a header of several rows names a column by its labels top
+    to bottom ("Price per GPU-hour Spot"). A nested table's text stays out of its outer cell.
+
     `elements` holds each row's source element (a `<tr>`, or a grid row `<div>`), for the rare
     value that is not in a cell's text (a `data-*` attribute, a tag inside a cell).
     """
@@ -219,23 +223,74 @@ def _cells(row: bs4.Tag) -> list[bs4.Tag]:
     return [c for c in row.find_all(["th", "td"], recursive=False)]
 
 
+def _cell_text(cell: bs4.Tag) -> str:
+    # a layout table's cell holding a price table reads as its own text, so that the layout
+    # table never matches the price table's labels
+    if cell.find("table") is None:
+        return _text(cell)
+    own = copy.copy(cell)
+    for nested in own.find_all("table"):
+        nested.decompose()
+    return _text(own)
+
+
+def _span(cell: bs4.Tag, name: str, limit: int) -> int:
+    try:
+        return max(1, min(int(str(cell.get(name, 1))), limit))
+    except ValueError:
+        return 1
+
+
+def _by_column(rows: Sequence[bs4.Tag]) -> list[list[str]]:
+    """Each row's cell texts by column, as a reader sees them: a colspan repeats a cell across,
+    a rowspan down (so `Table.get` finds the value under its header)."""
+    lines: list[list[str]] = []
+    below: dict[int, tuple[str, int]] = {}  # column -> (text of a cell spanning down, rows left)
+
+    def fill(line: list[str]) -> None:
+        while len(line) in below:
+            text, left = below.pop(len(line))
+            if left > 1:
+                below[len(line)] = (text, left - 1)
+            line.append(text)
+
+    for row in rows:
+        line: list[str] = []
+        for cell in _cells(row):
+            fill(line)
+            text, down = _cell_text(cell), _span(cell, "rowspan", len(rows))
+            for _ in range(_span(cell, "colspan", 1000)):  # 1000: the HTML limit
+                if down > 1:
+                    below[len(line)] = (text, down - 1)
+                line.append(text)
+        fill(line)
+        lines.append(line)
+    return lines
+
+
 def _html_table(table: bs4.Tag, where: str) -> Table | None:
     rows = [tr for tr in table.find_all("tr") if tr.find_parent("table") is table]
     if not rows:
         return None
     head = table.find("thead")
+    header_rows: list[bs4.Tag] = []
     if head is not None and head.find_parent("table") is table:
         header_rows = [tr for tr in rows if tr.find_parent("thead") is head]
-    else:
-        # no <thead>: the first row is the header when it is all <th>, else the first row anyway
-        header_rows = rows[:1]
-    if not header_rows:
-        return None
-    headers = tuple(_text(c) for c in _cells(header_rows[-1]))
+    # no (or an empty) <thead>: the first row is the header
+    header_rows = header_rows or rows[:1]
     body = [tr for tr in rows if tr not in header_rows]
+    head_lines, body_lines = _by_column(header_rows), _by_column(body)
+    width = max(len(line) for line in head_lines + body_lines)
+    # a header of several rows ("Price" over "On-demand" and "Spot") names each column by its
+    # labels top to bottom; a row that is one cell across the whole table is a title, not a label
+    labels = [line for line in head_lines if len(set(line)) > 1 or len(line) < width] or head_lines[-1:]
+    headers = tuple(
+        " ".join(dict.fromkeys(line[i] for line in labels if i < len(line) and line[i]))
+        for i in range(max(len(line) for line in labels))
+    )
     return Table(
         headers=headers,
-        rows=tuple(tuple(_text(c) for c in _cells(tr)) for tr in body),
+        rows=tuple(tuple(line) for line in body_lines),
         where=where,
         elements=tuple(body),
     )
@@ -452,6 +507,8 @@ def cards(root: bs4.Tag, *, label: str, where: str) -> list[bs4.Tag]:
             card = card.parent
         if not any(card is f for f in found):
             found.append(card)
+    # a second price inside a card ("$2/hr ... $16/hr for 8") stops at a block inside that card
+    found = [card for card in found if not any(_is_inside(card, other) for other in found)]
     if not found:
         raise LayoutChanged(f"no card with the text `{label}` found in {where}; has the page layout changed?")
     return found
@@ -519,17 +576,21 @@ def json_ld_offers(doc: bs4.Tag | RawResponse | bytes | str) -> list[dict[str, A
     """
     offers: list[dict[str, Any]] = []
     for block in json_ld(doc):
+        # the offers of an `AggregateOffer` price the product around it: they inherit its name
+        names: dict[int, Any] = {}
         for product in find_objects(block, lambda o: "offers" in o):
+            name = product.get("name") or names.get(id(product))
             items = product["offers"]
             for offer in items if isinstance(items, list) else [items]:
                 if not isinstance(offer, Mapping):
                     continue
+                names[id(offer)] = offer.get("name") or name
                 spec = offer.get("priceSpecification")
                 spec = spec[0] if isinstance(spec, list) and spec else spec
                 spec = spec if isinstance(spec, Mapping) else {}
                 offers.append(
                     {
-                        "name": offer.get("name") or product.get("name"),
+                        "name": offer.get("name") or name,
                         "price": offer.get("price", spec.get("price", offer.get("lowPrice"))),
                         "priceCurrency": offer.get("priceCurrency", spec.get("priceCurrency")),
                         "unitText": spec.get("unitText") or spec.get("unitCode"),
@@ -573,11 +634,15 @@ _UNAVAILABLE = re.compile(
     r"^(n/?a|none|tbd|tba|-+|—|–|coming\s+soon|sold\s+out|unavailable|not\s+available|waitlist)$", re.I
 )
 _FROM = re.compile(r"\b(from|starting\s+(at|from)|starts\s+at|as\s+low\s+as|min(imum)?\.?)\b|^≥|^>=", re.I)
+# "- $3.00" / "to €2,00" right after a price: the upper end of a range; not "- 8x H100" (a count)
+_RANGE_TAIL = re.compile(
+    r"\s*(?:-|to\b)\s*(?:US\$|C\$|A\$|[$€£¥₹])?\s*\d+(?:[.,]\d+)*(?!\s*[x×]|[\d.,])", re.I
+)
 # "1,234.50" / "1.234,50" (grouped thousands) or "1,55" / "0.99" / "12"
 _NUMBER = r"[1-9]\d{0,2}(?:[,.]\d{3})+(?!\d)(?:[.,]\d+)?|\d+(?:[.,]\d+)?"
 _MONEY = re.compile(
-    rf"(?<![\w.,])(?P<neg>-)?\s*(?P<pre>US\$|C\$|A\$|[$€£¥₹]|\b(?:{'|'.join(_CODES)})\b)?\s*(?P<num>{_NUMBER})"
-    rf"\s*(?P<post>[$€£]|\b(?:{'|'.join(_CODES)})\b)?",
+    rf"(?<![\w.,])(?P<neg>-)?\s*(?P<pre>US\$|C\$|A\$|[$€£¥₹]|\b(?:{'|'.join(_CODES)})(?![a-z]))?\s*(?P<num>{_NUMBER})"
+    rf"\s*(?P<post>[$€£]|(?<![a-z])(?:{'|'.join(_CODES)})\b)?",
     re.I,
 )
 # what may stand between a price and its time unit: "/", "per ", "a ", "GPU-", "/GPU/", "instance-"
@@ -619,8 +684,9 @@ def _to_float(number: str) -> float | None:
             digits = digits.replace(",", "")
     elif "," in digits:
         # a comma before exactly three digits groups thousands ("$1,234"); otherwise it is decimal
+        # ("0,125" is a per-minute rate: no one groups thousands after a lone zero)
         groups = digits.split(",")
-        if len(groups) > 2 or all(len(g) == 3 for g in groups[1:]):
+        if len(groups) > 2 or (all(len(g) == 3 for g in groups[1:]) and groups[0].strip("0")):
             digits = digits.replace(",", "")
         else:
             digits = digits.replace(",", ".")
@@ -643,13 +709,17 @@ def parse_money(text: str | None, *, currency: str | None = None) -> Money | Non
     """A price with its currency, time unit, per-GPU flag and "from" flag, as the text states them.
 
     None when the text is not a price ("Contact sales", "N/A", "—", "", words without a number);
-    tell those apart with `is_contact` / `is_not_available`. `currency` is the default for a bare
-    number ("2.49" under a "Price ($)" header); without it such a price has `currency=""`.
+    tell those apart with `is_contact` / `is_not_available`. A contact line that also states a
+    priced number ("from $1.99/hr, contact sales for volume") is that price. A range ("$2-$3/hr")
+    is its low end with `is_from=True`. `currency` is the default for a bare number ("2.49" under
+    a "Price ($)" header); without it such a price has `currency=""`.
     """
     text = clean(text)
-    if not text or is_contact(text) or is_not_available(text):
+    if not text or is_not_available(text):
         return None
     match = next((m for m in _MONEY.finditer(text) if m.group("pre") or m.group("post")), None)
+    if is_contact(text) and match is None:
+        return None  # a lead form; "from $1.99/hr, contact sales for volume" still states a price
     match = match or _MONEY.search(text)
     if match is None:
         return None
@@ -660,7 +730,9 @@ def parse_money(text: str | None, *, currency: str | None = None) -> Money | Non
         amount = -amount  # kept: a negative published price is a wrong row, for the caller to flag
     code = _currency(match.group("pre")) or _currency(match.group("post")) or (currency or "")
     unit, per_gpu = price_unit(text[match.end() :])
-    return Money(amount, code, unit, per_gpu, bool(_FROM.search(text[: match.start()])))
+    # a range ("$2.00 - $3.00/hr") is its low end, which only some buyers pay: a "from" price
+    is_from = bool(_FROM.search(text[: match.start()]) or _RANGE_TAIL.match(text, match.end()))
+    return Money(amount, code, unit, per_gpu, is_from)
 
 
 def price_unit(text: str | None) -> tuple[str | None, bool | None]:
@@ -670,7 +742,9 @@ def price_unit(text: str | None) -> tuple[str | None, bool | None]:
     ("month", None); "per instance-hour"... -> ("hour", False); (None, None) when it says nothing.
     """
     text = clean(text)
-    unit = next((name for name, pattern in _UNITS if re.search(pattern, text, re.I)), None)
+    # the unit stated first is the price's: "/hr (billed per second)", "/mo ($2.00/hr)"
+    stated = [(m.start(), name) for name, pattern in _UNITS if (m := re.search(pattern, text, re.I))]
+    unit = min(stated)[1] if stated else None
     per_gpu: bool | None = None
     if _PER_GPU.search(text):
         per_gpu = True

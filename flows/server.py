@@ -69,6 +69,8 @@ def running(home: Path) -> tuple[int, str] | None:
         url = where.url.read_text().strip()
     except (FileNotFoundError, ValueError):
         return None
+    if pid <= 1:
+        return None  # garbled: signals to 0, 1 or -n reach our own group, every process, a group
     return (pid, url) if _alive(pid) else None
 
 
@@ -113,6 +115,9 @@ def start(
     found = running(home)
     if found:
         return found
+    if port and free_port(port) != port:
+        # whatever answers there would pass the health check below for the server just started
+        raise RuntimeError(f"port {port} on {HOST} is already in use; pick another --port, or leave it out")
     where = files(home)
     where.root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
@@ -149,6 +154,15 @@ def stop(home: Path, *, timeout: float = 20.0) -> bool:
         _forget(where)
         return False
     pid = found[0]
+    try:
+        leader = os.getpgid(pid) == pid
+    except ProcessLookupError:
+        leader = False
+    if not leader:
+        # start() made the server lead its own process group; a pid that leads none is a stale
+        # file's, reused by an unrelated process: signal nothing
+        _forget(where)
+        return False
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
