@@ -189,8 +189,14 @@ def aggregate(
             (good if host.problem is None and is_valid_price(host.price_per_hour) else bad).append(host)
         if good:
             yield _segment_offer(provider, good, price_source, invalid=len(bad))
+            # one flagged offer per host id: hosts without one share the connector's placeholder
+            # ("?"), and two offers under one key would be a duplicate the warehouse refuses
+            by_id: dict[str, list[HostOffer]] = {}
             for host in bad:
-                yield _flagged(provider, host, price_source, instance_type(host) + f" host {host.host_id}")
+                by_id.setdefault(host.host_id, []).append(host)
+            for host_id, same in by_id.items():
+                instance = instance_type(same[0]) + f" host {host_id}"
+                yield _flagged(provider, same[0], price_source, instance, hosts=same)
         else:
             yield _flagged(provider, members[0], price_source, instance_type(members[0]), hosts=members)
 

@@ -268,8 +268,15 @@ def _by_column(rows: Sequence[bs4.Tag]) -> list[list[str]]:
     return lines
 
 
+def _in_own_footer(row: bs4.Tag, table: bs4.Tag) -> bool:
+    foot = row.find_parent("tfoot")
+    return foot is not None and foot.find_parent("table") is table
+
+
 def _html_table(table: bs4.Tag, where: str) -> Table | None:
     rows = [tr for tr in table.find_all("tr") if tr.find_parent("table") is table]
+    # a <tfoot> row ("Prices exclude VAT", a total) describes the table; it is no offer
+    rows = [tr for tr in rows if not _in_own_footer(tr, table)]
     if not rows:
         return None
     head = table.find("thead")

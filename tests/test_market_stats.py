@@ -178,6 +178,19 @@ def test_a_host_the_connector_flagged_stays_out_of_the_statistics_even_with_a_go
     assert (wrong.price_per_hour, wrong.problem) == (0.01, "GPU count unreadable (1 host offer)")
 
 
+def test_wrong_hosts_without_an_id_share_one_flagged_offer_not_one_key_twice() -> None:
+    """Connectors write "?" for a host the marketplace gives no id; two such wrong hosts next to a
+    good one must not make two offers under the same key (the warehouse refuses duplicates)."""
+    result = offers([host(0.30, host_id="a"), host(0.0, host_id="?"), host(-2.0, host_id="?")])
+    good, wrong = result
+    keys = [(o.provider, o.instance_type, o.region, o.zone, o.pricing_type) for o in result]
+    assert len(set(keys)) == len(keys) == 2
+    assert good.price_per_hour == 0.30
+    assert math.isnan(wrong.price_per_hour) and wrong.instance_type.endswith(" host ?")
+    assert wrong.problem == "price is negative; price is zero (2 host offers)"
+    assert wrong.provider_data["host_prices"] == [0.0, -2.0]
+
+
 def test_a_segment_of_only_wrong_hosts_lists_every_reason_once_and_every_host() -> None:
     (wrong,) = offers([host(0.0, host_id="a"), host(-1.0, host_id="b"), host(0.0, host_id="c")])
     assert math.isnan(wrong.price_per_hour)  # no one price stands for three wrong ones

@@ -439,6 +439,18 @@ def test_an_empty_thead_falls_back_to_the_first_row() -> None:
     assert (table.headers, table.rows, table.where) == (("GPU", "Price"), (("H100", "$2"),), "p table 1")
 
 
+def test_footer_rows_are_not_offers() -> None:
+    # our own page, in the shape of a pricing table with a <tfoot> note
+    page = (
+        "<html><body><table><thead><tr><th>GPU</th><th>Price</th></tr></thead>"
+        "<tbody><tr><td>H100</td><td>$2.49/hr</td></tr><tr><td>A100</td><td>$1.29/hr</td></tr></tbody>"
+        "<tfoot><tr><td colspan='2'>Prices exclude VAT</td></tr></tfoot></table></body></html>"
+    )
+    table = pages.find_table(pages.soup(page), required=["GPU", "Price"], where="p")
+    assert table.rows == (("H100", "$2.49/hr"), ("A100", "$1.29/hr"))
+    assert len(table.elements) == 2
+
+
 def test_a_table_without_rows_is_no_table() -> None:
     assert pages.tables(pages.soup("<table></table><div role='table'></div>"), where="p") == []
 
