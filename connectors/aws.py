@@ -757,16 +757,6 @@ class CandidateScanner:
         return list(candidate_lines(tail, len(tail), self._term_type, 0, self._anchor)) if tail else []
 
 
-def scan_csv_blocks(
-    fh: BinaryIO, term_type: int | None, block_size: int = _CSV_BLOCK, anchor: bytes = _CSV_ANCHOR
-) -> Iterator[bytes]:
-    """`candidate_lines` over the rest of the file, read in large blocks cut at line ends."""
-    scanner = CandidateScanner(term_type, anchor)
-    while chunk := fh.read(block_size):
-        yield from scanner.feed(chunk)
-    yield from scanner.flush()
-
-
 # The preamble is read once this many lines have arrived (`read_csv_preamble` reads at most 8);
 # a body whose first MiB holds fewer is not a Price List CSV (the stream parser gives up on it,
 # and parse reads the archived body to say why).

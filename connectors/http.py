@@ -590,7 +590,6 @@ class _SpoolWriter:
         self.path = Path(name)
         self._file = open(fd, "wb")  # noqa: PTH123, SIM115 - mkstemp hands us a descriptor
         self._hash = hashlib.sha256()
-        self.written = 0
         self._blocks: queue.Queue[tuple[bytes, bytes] | None] = queue.Queue(maxsize=4)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="gpucost-spool", daemon=True)
@@ -612,7 +611,6 @@ class _SpoolWriter:
         """Spool `data`; hash `hashed` (the body as it came), which is `data` unless filtered."""
         if self._error is not None:
             raise self._error
-        self.written += len(data)
         self._blocks.put((data, data if hashed is None else hashed))
 
     def finish(self) -> str:

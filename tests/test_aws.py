@@ -612,10 +612,15 @@ def test_csv_crlf_line_ends_and_small_blocks_give_the_same_offers() -> None:
     assert crlf == expected
     fh = io.BytesIO(_csv_body(text))
     _header, columns = aws.read_csv_preamble(fh)
-    small = list(aws.scan_csv_blocks(fh, aws.term_type_field(columns), block_size=97))
-    fh.seek(0)
-    aws.read_csv_preamble(fh)
-    assert small == list(aws.scan_csv_blocks(fh, aws.term_type_field(columns)))
+    rest = fh.read()
+
+    def scanned(size: int) -> list[bytes]:
+        scanner = aws.CandidateScanner(aws.term_type_field(columns))
+        found = [line for i in range(0, len(rest), size) for line in scanner.feed(rest[i : i + size])]
+        return found + scanner.flush()
+
+    small = scanned(97)
+    assert small == scanned(len(rest))
     # Every plain Linux on-demand row, GPU or not (the CSV stage decides): p5 and its Capacity Block
     # twin, g6, the $0 g5, m7i, the Boston g4dn, trn1; not the Windows g6 nor any Reserved row.
     assert len(small) == 7
