@@ -5,13 +5,19 @@
 - `shared_raw` points at ../shared/data/raw (other people's captures, never copied into this repo)
   and skips the test with a clear reason when it is absent.
 - `prefect_harness` is the one session-scoped Prefect test server; request it only in flow tests.
+- Prefect's home (its memo store, persisted results, profiles) is a temporary folder for the whole
+  session unless the caller chose one (`.ci/run` does): a plain `uv run pytest` never writes into
+  `~/.prefect`.
 """
 
 from __future__ import annotations
 
+import atexit
 import ipaddress
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +27,11 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
+# set before anything imports prefect, which reads its home once
+if "PREFECT_HOME" not in os.environ:
+    _PREFECT_HOME = tempfile.mkdtemp(prefix="gpucost-tests-prefect-")
+    os.environ["PREFECT_HOME"] = _PREFECT_HOME
+    atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
