@@ -106,11 +106,11 @@ Scope and quirks handled:
 - Products of a Local Zone inside a region's file (`regionCode` us-west-2-lax-1 in us-west-2's file)
   are emitted with `region` = the file's region and `zone` = the Local Zone, so that a region's
   `Unchanged` scope covers them.
-- The JSONP spot.js (archives) has two generations: region aliases (us-east, us-west, eu-ireland, apac-sin, apac-syd,
-  apac-tokyo; sa-east-1 and us-west-2 already codes) and region codes; sizes named "g2.2xlarge"
-  (2014 on) or legacy type/size pairs (2013: "clusterGPUI"/"xxxxl" = cg1.4xlarge). Only GPU pairs
-  are mapped; the legacy non-GPU pairs are irrelevant here. The 2013 feed has trailing commas, so
-  the JSONP body is read leniently.
+- The JSONP spot.js (archives) has two generations: region aliases (us-east, us-west, eu-ireland,
+  apac-sin, apac-syd, apac-tokyo; sa-east-1 and us-west-2 already codes) and region codes; sizes
+  named "g2.2xlarge" (2014 on) or legacy type/size pairs (2013: "clusterGPUI"/"xxxxl" =
+  cg1.4xlarge). Only GPU pairs are mapped; the legacy non-GPU pairs are irrelevant here. The 2013
+  feed has trailing commas, so the JSONP body is read leniently.
 - The bulk file names no GPU model (`physicalProcessor` is the CPU), so `gpu_name_raw` is None and
   normalization resolves the GPU from the instance type. `gpuMemory` is "NA" for most types; where
   it is stated it is read as the instance's total and divided by the GPU count (the convention of
