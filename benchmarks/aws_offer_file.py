@@ -793,7 +793,7 @@ def main() -> None:
         INDEX_PATH: index_path,
         OFFER_PATH: json_path,
         OFFER_CSV_PATH: csv_path,
-        "/spot.js": fixtures / "spot-js__2026-11-29.js",
+        "/spot.json": fixtures / "spot-json__2026-11-29.json",
         "/spot-advisor-data.json": fixtures / "spot-advisor-data__2026-11-29.json",
     }
     rounds = args.rounds
@@ -896,7 +896,7 @@ def main() -> None:
     if "error" not in second:
         print(f"second run, previous from the first: offer-file bytes {second['offer_file_bytes']:,}, "
               f"on-demand offers {second['on_demand_offers']}, total bytes {second['bytes_total']:,} "
-              f"(index + revalidated spot.js + advisor), {second['seconds']:.2f} s, "
+              f"(index + revalidated spot.json + advisor), {second['seconds']:.2f} s, "
               f"unchanged scopes {second['unchanged']}")  # fmt: skip
     print(f"benchmark total {time.perf_counter() - t0:.0f} s")
 

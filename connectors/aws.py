@@ -21,10 +21,22 @@ Sources (all public, no credentials, no documented rate limit; all three sit beh
   captures are JSON. `{"formatVersion", "offerCode", "version", "publicationDate", "products":
   {sku: {sku, productFamily, attributes}}, "terms": {"OnDemand": {sku: {term: {priceDimensions:
   {rate: {unit, pricePerUnit: {USD}}}}}}, "Reserved": ...}}`. Both formats give the same offers.
-- Spot prices: https://website.spot.ec2.aws.a2z.com/spot.js, the JSONP feed behind AWS's spot
-  pricing page (successor of spot-price.s3.amazonaws.com/spot.js): `callback({"config": {"regions":
-  [{"region", "instanceTypes": [{"type", "sizes": [{"size", "valueColumns": [{"name": "linux",
-  "prices": {"USD": "0.1234"}}]}]}]}]}})`. One price per region and instance type (no zones).
+- Spot prices: https://website.spot.ec2.aws.a2z.com/spot.json, the plain-JSON feed behind AWS's
+  spot pricing page (https://aws.amazon.com/ec2/spot/pricing/): `{"vers", "config": {"rate":
+  "perhr", "valueColumns": ["linux", "mswin"], "currencies": ["USD"], "regions": [{"region":
+  "us-east-1", "footnotes", "instanceTypes": [{"type": "gpuCurrentGen", "sizes": [{"size",
+  "valueColumns": [{"name": "linux", "prices": {"USD": "0.1234"}}]}]}]}]}}`. One price per region
+  and instance type (no zones); region codes, not aliases. Checked 2026-12-01 against the peers
+  that read it daily: alexei-led/spotinfo (Makefile `SPOT_PRICE_URL` and docs/data-sources.md,
+  whose committed copy of the feed was fetched 2026-08-10: 40 regions, no `me-*` region, prices as
+  strings such as "9.0E-4") and an ec2 pricing collector documenting the same shape; spotinfo
+  notes that the JSONP `spot.js` on the same host is a byte-identical copy of the legacy
+  `spot-price.s3.amazonaws.com/spot.js`, frozen since 2024-05-13 and missing every newer family,
+  which is why this connector moved off it. gpuhunt and SkyPilot read spot prices from the EC2
+  `DescribeSpotPriceHistory` API instead, which needs IAM credentials. The feed is undocumented
+  (no AWS reference page): only a live run can show it still answers in this shape.
+  The JSONP form (`callback({...})`, both generations below) is still parsed, for archived bodies
+  and the 2013/2014 captures: `parse` reads whichever form a body is in (`parse_spot_feed`).
 - Interruption frequency: https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json, the
   Spot Instance Advisor's data: `{"ranges": [{"index", "label": "<5%", "max"}], "spot_advisor":
   {region: {"Linux": {instance_type: {"s": savings %, "r": range index}}}}}`. AWS defines the
@@ -49,7 +61,7 @@ Scope and quirks handled:
   4. on-demand: otherwise the offer file decides, as AWS states a GPU count for every GPU
      instance: a positive `gpu` attribute is a GPU (a new "zeta9" family with GPUs lands), and no
      GPU stated is `cpu_only`;
-  5. spot.js states no hardware, so: a size listed under a GPU group of the feed (`type`
+  5. the spot feed states no hardware, so: a size listed under a GPU group of the feed (`type`
      "gpuCurrentGen", "gpuPreviousGen", ...) is a GPU; a family of a known CPU series
      (`CPU_SERIES`: m, c, r, t, x, i, ... "m7i", "c7gn", "x2iedn") is `cpu_only`; any other family
      is unknown and lands as a spot offer under its raw name (unmapped until the seeds know it),
@@ -69,7 +81,7 @@ Scope and quirks handled:
   the file, is never tokenized.
 - A region whose offer-file URL (which embeds the version) was fetched by the last successful run is
   not downloaded again (a run after the switch to CSV fetches every region once: the kept URLs were
-  `.json`); `parse` yields `Unchanged(region, on_demand)` for it. spot.js is fetched with
+  `.json`); `parse` yields `Unchanged(region, on_demand)` for it. The spot feed is fetched with
   If-None-Match / If-Modified-Since when the last run kept validators; a 304 yields
   `Unchanged(spot)`. The region index and the advisor are small and always fetched: the index says
   which regions exist, and the advisor's bands belong with whichever spot prices are emitted.
@@ -78,7 +90,7 @@ Scope and quirks handled:
   the real price is dynamic; from CSV only those passing the Linux/Shared/Used prefilter, which is
   all AWS sells, and only products that have an OnDemand row), products without an hourly
   on-demand rate (`no_hourly_rate`: reservation-only), the hardware rules above (`cpu_only`,
-  `not_gpu_accelerator`), and spot cells that spot.js uses to say "not available here" ("N/A",
+  `not_gpu_accelerator`), and spot cells that the spot feed uses to say "not available here" ("N/A",
   "N/A*", "" and "-1": `spot_not_available`).
 - Wrong, never excluded: an hourly on-demand rate of $0, negative, NaN or unreadable, an hourly
   price dimension without `pricePerUnit` (a renamed key), and a spot cell that is not one of the
@@ -87,22 +99,22 @@ Scope and quirks handled:
   and keeps its last good price.
 - Scopes: the default `"<pricing_type>:<region>"`. On-demand: one scope per region's offer file
   (its Local Zone offers included, they carry the file's region), which is one body that arrives
-  or fails whole. Spot: one scope per region of spot.js rather than one for the feed, so that a
+  or fails whole. Spot: one scope per region of the spot feed rather than one for the feed, so that a
   region that vanishes from the feed, or comes back thinned out, is held on its own while the rest
   of the feed loads; `Unchanged({"pricing_type": "spot"})` after a 304 still covers every spot
   scope, because it matches offers by their fields.
 - Products of a Local Zone inside a region's file (`regionCode` us-west-2-lax-1 in us-west-2's file)
   are emitted with `region` = the file's region and `zone` = the Local Zone, so that a region's
   `Unchanged` scope covers them.
-- spot.js has two generations: region aliases (us-east, us-west, eu-ireland, apac-sin, apac-syd,
-  apac-tokyo; sa-east-1 and us-west-2 already codes) and region codes; sizes named "g2.2xlarge"
-  (2014 on) or legacy type/size pairs (2013: "clusterGPUI"/"xxxxl" = cg1.4xlarge). Only GPU pairs
-  are mapped; the legacy non-GPU pairs are irrelevant here. The 2013 feed has trailing commas, so
-  the JSONP body is read leniently.
+- The JSONP spot.js (archives) has two generations: region aliases (us-east, us-west, eu-ireland,
+  apac-sin, apac-syd, apac-tokyo; sa-east-1 and us-west-2 already codes) and region codes; sizes
+  named "g2.2xlarge" (2014 on) or legacy type/size pairs (2013: "clusterGPUI"/"xxxxl" =
+  cg1.4xlarge). Only GPU pairs are mapped; the legacy non-GPU pairs are irrelevant here. The 2013
+  feed has trailing commas, so the JSONP body is read leniently.
 - The bulk file names no GPU model (`physicalProcessor` is the CPU), so `gpu_name_raw` is None and
   normalization resolves the GPU from the instance type. `gpuMemory` is "NA" for most types; where
   it is stated it is read as the instance's total and divided by the GPU count (the convention of
-  AWS's instance-type tables; the raw text is kept in provider_data). spot.js states no hardware:
+  AWS's instance-type tables; the raw text is kept in provider_data). The spot feed states no hardware:
   spot offers carry gpu_count 0.0 ("not stated") and vCPUs/RAM from the advisor's instance table.
 """
 
@@ -129,7 +141,9 @@ requires: tuple[str, ...] = ()
 
 PRICING_HOST = "https://pricing.us-east-1.amazonaws.com"
 REGION_INDEX_URL = f"{PRICING_HOST}/offers/v1.0/aws/AmazonEC2/current/region_index.json"
-SPOT_URL = "https://website.spot.ec2.aws.a2z.com/spot.js"
+SPOT_URL = "https://website.spot.ec2.aws.a2z.com/spot.json"
+# The JSONP feed fetched until 2026-12 (frozen since 2024-05): archived bodies of it still parse.
+LEGACY_SPOT_JS_URL = "https://website.spot.ec2.aws.a2z.com/spot.js"
 ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 # us-east-1's file passed 5 GB in 2024 and grows with every instance type and OS variant.
 OFFER_MAX_BYTES = 16 * 1024**3
@@ -150,7 +164,7 @@ NON_GPU_ACCELERATOR_SERIES = frozenset({"inf", "trn", "f", "vt"})
 # cluster GPU). A new family of one of them is a GPU before GPU_FAMILIES lists it.
 GPU_SERIES = frozenset({"p", "g", "gr", "dl", "cg"})
 # Series of CPU-only families, current and previous generation (general purpose m/t/a/mac,
-# compute c/cc, memory r/x/z/u/cr, storage i/im/is/d/h/hi/hs, HPC hpc). Only spot.js needs it: it
+# compute c/cc, memory r/x/z/u/cr, storage i/im/is/d/h/hi/hs, HPC hpc). Only the spot feed needs it: it
 # states no hardware, and a family of none of these series is unknown and lands.
 CPU_SERIES = frozenset(
     {"a", "c", "cc", "cr", "d", "h", "hi", "hpc", "hs", "i", "im", "is", "m", "mac", "r", "t", "u", "x", "z"}
@@ -173,7 +187,7 @@ SPOT_REGION_ALIASES = {
 }
 # 2013-format spot.js names types by (type, size) pairs; only the GPU ones matter here.
 LEGACY_SPOT_TYPES = {("clusterGPUI", "xxxxl"): "cg1.4xlarge"}
-# What spot.js puts in a price cell for "not available here"; anything else must be a price.
+# What the spot feed puts in a price cell for "not available here"; anything else must be a price.
 NOT_A_PRICE = frozenset({"N/A", "N/A*", "", "-1"})
 
 _OFFER_PATH = re.compile(
@@ -216,7 +230,7 @@ def fetch(
     previous: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Iterator[RawResponse]:
     """Region index, the changed regions' offer files (spooled and parsed as they stream, several
-    at once within the client's per-host bound), spot.js, the spot advisor."""
+    at once within the client's per-host bound), the spot feed (spot.json), the spot advisor."""
     previous = previous or {}
     index = client.fetch("GET", REGION_INDEX_URL)
     yield index
@@ -314,9 +328,9 @@ def _parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Exc
     bands = parse_advisor(advisor.json()) if advisor is not None else SpotAdvisor({}, {})
     for response in (r for r in responses if _kind(r.url) == "spot"):
         if response.status == 304:
-            yield Unchanged({"pricing_type": "spot"}, reason="spot.js not modified (HTTP 304)")
+            yield Unchanged({"pricing_type": "spot"}, reason="spot feed not modified (HTTP 304)")
         else:
-            yield from spot_offers(parse_spot_js(response.read(), source=response.url), bands)
+            yield from spot_offers(parse_spot_feed(response.read(), source=response.url), bands)
 
 
 def _kind(url: str) -> str:
@@ -325,7 +339,7 @@ def _kind(url: str) -> str:
         return "index"
     if _OFFER_PATH.search(parts.path):
         return "offer"
-    if parts.path.endswith("spot.js"):
+    if parts.path.endswith(("/spot.json", "spot.js")):  # the feed, or an archived JSONP body
         return "spot"
     if parts.path.endswith("spot-advisor-data.json"):
         return "advisor"
@@ -407,7 +421,7 @@ def hardware_exclusion(
     """None when the instance type is (or may be) a GPU; else the rule that leaves it out.
 
     On-demand (`spot_group` None): the offer file's `gpu` attribute decides families the lists do
-    not know. Spot (`spot_group` = spot.js `type`): no hardware is stated, so only a known CPU
+    not know. Spot (`spot_group` = the spot feed's `type`): no hardware is stated, so only a known CPU
     series is left out and an unknown family lands. See the module docstring for the order.
     """
     family, series = gpu_family(instance_type), instance_series(instance_type)
@@ -970,7 +984,7 @@ class SpotPrice:
     instance_type: str
     price: str | None  # as stated: "0.0666", "N/A*", "-1"; None when the column has no `prices`
     currency: str
-    group: str = ""  # the spot.js `type` the size is listed under ("gpuCurrentGen")
+    group: str = ""  # the spot feed's `type` the size is listed under ("gpuCurrentGen")
 
 
 @dataclass(frozen=True, slots=True)
@@ -1014,9 +1028,20 @@ def spot_instance_type(type_name: str, size: str) -> str | None:
     return LEGACY_SPOT_TYPES.get((type_name, size))
 
 
-def parse_spot_js(body: bytes, *, source: str = "spot.js") -> list[SpotPrice]:
-    """Every Linux price cell of spot.js, both generations, as stated (not yet filtered)."""
-    data = jsonp_body(body.decode("utf-8", "replace"), source=source)
+def spot_feed_body(text: str, *, source: str = "spot.json") -> Any:
+    """The feed's object: plain JSON (spot.json) as is, JSONP (`callback({...})`, spot.js) unwrapped."""
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise LayoutChanged(f"{source}: spot feed is not JSON ({exc.msg} at {exc.pos})") from exc
+    return jsonp_body(text, source=source)
+
+
+def parse_spot_feed(body: bytes, *, source: str = "spot.json") -> list[SpotPrice]:
+    """Every Linux price cell of the spot feed (spot.json, or spot.js of either generation), as
+    stated (not yet filtered)."""
+    data = spot_feed_body(body.decode("utf-8", "replace"), source=source)
     regions = (data.get("config") or {}).get("regions") if isinstance(data, dict) else None
     if not isinstance(regions, list):
         raise LayoutChanged(f"{source}: `config.regions` missing; has the spot feed changed format?")
@@ -1102,9 +1127,9 @@ def spot_offers(prices: Sequence[SpotPrice], advisor: SpotAdvisor) -> Iterator[O
             yield Excluded("spot_not_available")
             continue
         if cell.price is None:
-            price, problem = math.nan, "spot.js Linux column has no `prices` (renamed key?)"
+            price, problem = math.nan, "spot feed Linux column has no `prices` (renamed key?)"
         else:
-            price, problem = read_price(cell.price, "spot.js Linux price")
+            price, problem = read_price(cell.price, "spot feed Linux price")
         savings, band = advisor.advice.get((cell.region, cell.instance_type), (None, None))
         vcpus, ram_gb = advisor.specs.get(cell.instance_type, (None, None))
         provider_data: dict[str, Any] = {"savings_pct": savings}
@@ -1123,7 +1148,7 @@ def spot_offers(prices: Sequence[SpotPrice], advisor: SpotAdvisor) -> Iterator[O
             price_per_hour=price,
             currency=cell.currency,
             gpu_name_raw=None,
-            gpu_count=0.0,  # spot.js states no hardware; normalization resolves by instance type
+            gpu_count=0.0,  # the spot feed states no hardware; normalization resolves by instance type
             vcpus=vcpus,
             ram_gb=ram_gb,
             provider_data=provider_data,

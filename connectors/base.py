@@ -76,6 +76,12 @@ SKU) are yielded as `Excluded(reason, count)`, so every run records what it left
 that look like offers but are invalid (NaN price, unknown currency) are yielded as offers and the
 warehouse quarantines them.
 
+An answer that parsed but is known to be incomplete (a search capped at its result limit, say) is
+said with a `Degraded(reason, hint)` item beside the offers: the offers still load, and the
+provider run is marked `degraded` with the reason and the hint (what to do: "set VAST_API_KEY"),
+so an incomplete catalog never reads as a clean run. It holds no scope and closes nothing by
+itself; the scope guards still apply to what did load.
+
 An unknown GPU name is *not* an error: the offer lands with its raw name and shows up in the
 unmapped-GPU report. Never filter rows by an allow-list of known GPUs or instance families: a
 new family must land (unmapped), not vanish.
@@ -310,6 +316,17 @@ class Excluded:
 
 
 @dataclass(frozen=True, slots=True)
+class Degraded:
+    """The answer parsed but is known to be incomplete: the run is `degraded`, the offers load.
+
+    `reason` says what is missing and how it was detected; `hint` what the user can do about it.
+    """
+
+    reason: str
+    hint: str
+
+
+@dataclass(frozen=True, slots=True)
 class FxRate:
     """A reference exchange rate: one `currency` is worth `usd_per_unit` US dollars on `rate_date`."""
 
@@ -402,7 +419,7 @@ class BodyParser(Protocol):
 
     def feed(self, chunk: bytes) -> None: ...
 
-    def close(self) -> Iterable[Offer | Unchanged | Excluded | FxRate]: ...
+    def close(self) -> Iterable[Offer | Unchanged | Excluded | FxRate | Degraded]: ...
 
 
 class BodyFilter(Protocol):
@@ -433,7 +450,9 @@ class Connector(Protocol):
         previous: Mapping[str, Mapping[str, str]] | None = None,
     ) -> Iterator[RawResponse]: ...
 
-    def parse(self, responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded | FxRate]: ...
+    def parse(
+        self, responses: Sequence[RawResponse]
+    ) -> Iterator[Offer | Unchanged | Excluded | FxRate | Degraded]: ...
 
 
 def missing_credentials(connector: Connector, env: Mapping[str, str]) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """Daytona: per-GPU on-demand and spot rates from Daytona's public billing price list.
 
 Source: `GET https://billing.app.daytona.io/gpu-pricing` (keyless JSON; no documented rate limit;
-one request a run). Shape::
+one request a run). Checked 2026-12-01: gpuhunt (`providers/daytona.py`, commit b57dbe8) reads the
+same URL without a key and the same `gpus` / `resources.onDemand` / `resources.spot` keys. Shape::
 
     {"gpus": [{"type": "H100", "onDemandPricePerHour": 3.95, "spotPricePerHour": 2.27}, ...],
      "resources": {"onDemand": {"vcpuPerHour": 0.0504, "memoryGiBPerHour": 0.0162,

@@ -1,7 +1,8 @@
 """DigitalOcean: GPU Droplet prices from the DigitalOcean API's size list.
 
 Source: `GET https://api.digitalocean.com/v2/sizes?per_page=200` with `Authorization: Bearer
-$DIGITALOCEAN_TOKEN` (https://docs.digitalocean.com/reference/api/digitalocean/#tag/Sizes). The
+$DIGITALOCEAN_TOKEN` (https://docs.digitalocean.com/reference/api/digitalocean/#tag/Sizes;
+checked 2026-12-01, the request gpuhunt's `providers/digitalocean.py` sends). The
 endpoint needs a token, so `requires = ("DIGITALOCEAN_TOKEN",)`: without one the pipeline skips
 the provider cleanly. The token travels in a header only, so it never reaches a URL or the raw
 archive. DigitalOcean allows 5,000 requests an hour per token; a run sends one or two.
@@ -25,6 +26,14 @@ Quirks handled:
 - A size without a readable `price_hourly` is a wrong row (`problem`), never "not offered"; a
   page on which no GPU size has `price_hourly` at all raises `LayoutChanged` (a renamed key).
 - Per-contract GPU plans (MI325X, B300, ...) never appear in `/v2/sizes`, so they are absent here.
+- Sizes whose slug ends in `-spot` (e.g. `gpu-h100x1-80gb-spot`) are
+  `Excluded("spot_size_terms_undocumented")`. Read as on-demand, one would be published as the
+  cheapest on-demand H100; read as spot, it would claim terms (interruptible? market or list
+  price?) nobody has stated. DigitalOcean's Droplet pricing page
+  (docs.digitalocean.com/products/droplets/details/pricing, validated 2026-05-28, read 2026-12-01)
+  lists GPU Droplets on demand and per contract only, and the Sizes API reference says nothing of
+  `-spot` slugs; gpuhunt (`providers/digitalocean.py`, 2026-08) publishes every size as
+  `spot=False`. So they are left out, counted, until DigitalOcean documents them.
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ PER_PAGE = 200  # the documented maximum
 MAX_PAGES = 50
 CURRENCY = "USD"
 SCOPE = "sizes:on_demand"
+SPOT_SLUG_SUFFIX = "-spot"
 
 
 def fetch(
@@ -92,6 +102,8 @@ def size_offers(size: Mapping[str, Any]) -> list[Offer] | Excluded:
     gpu = size.get("gpu_info")
     if not isinstance(gpu, dict):
         return Excluded("cpu_only", str(slug))
+    if str(slug).endswith(SPOT_SLUG_SUFFIX):
+        return Excluded("spot_size_terms_undocumented", str(slug))  # see the module docstring
     regions = [str(region) for region in size.get("regions") or [] if region]
     if not regions:
         return Excluded("no_region", str(slug))

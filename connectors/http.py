@@ -83,7 +83,10 @@ from connectors.base import (
 
 log = logging.getLogger(__name__)
 
-USER_AGENT = "gpucost/0.1 (+https://github.com/gpucost/gpucost; GPU price catalog)"
+# Who is asking, for a provider's operators: the project, its version, and where to read about it
+# and reach its maintainers. `Settings.user_agent` (GPUCOST_USER_AGENT) replaces it, e.g. to name the
+# operator of a deployment; the pipeline passes it to `make_client`.
+USER_AGENT = "gpucost/0.1.0 (+https://github.com/gpucost/gpucost#readme; GPU price catalog)"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_BYTES_EXTENSION = "gpucost_max_bytes"
@@ -814,6 +817,7 @@ class Client(httpx.Client):
         ok_statuses: Iterable[int] = (),
         stream: Callable[[], BodyParser] | None = None,
         keep: Callable[[], BodyFilter] | None = None,
+        timeout: httpx.Timeout | None = None,
     ) -> RawResponse:
         """Send one request and return exactly what came back, secrets redacted.
 
@@ -823,7 +827,9 @@ class Client(httpx.Client):
         `stream`, a 2xx body is also parsed as it arrives by a fresh `stream()` per attempt, and
         the items are kept on `RawResponse.parsed` (see connectors/base.py, "Large bodies").
         With `keep` (spooled bodies only), a 2xx body is spooled, and parsed, as what a fresh
-        `keep()` filter keeps of it; `RawResponse.prefilter` names the filter.
+        `keep()` filter keeps of it; `RawResponse.prefilter` names the filter. `timeout` replaces
+        the client's timeouts for this request only (a source known to be slow to answer); the
+        overall deadline still bounds it.
         """
         if keep is not None and not spool:
             raise ValueError("keep= filters a spooled body: pass spool=True with it")
@@ -843,6 +849,7 @@ class Client(httpx.Client):
             content=content,
             headers=headers,
             extensions=extensions,
+            **({"timeout": timeout} if timeout is not None else {}),
         )
         safe_url = redact(str(request.url), self.secrets)
         what = f"{method.upper()} {safe_url}"
@@ -940,8 +947,12 @@ def make_client(
     spool_dir: Path | None = None,
     transport: httpx.BaseTransport | None = None,
     request_deadline: float = DEFAULT_REQUEST_DEADLINE,
+    user_agent: str = USER_AGENT,
 ) -> Client:
-    """The one client factory. `transport` replaces the network layer (tests pass a MockTransport)."""
+    """The one client factory. `transport` replaces the network layer (tests pass a MockTransport);
+    `user_agent` is sent with every request (the pipeline passes `Settings.user_agent`)."""
+    if not user_agent.strip() or any(c in user_agent for c in "\r\n"):
+        raise ValueError(f"user_agent must be one non-empty line, got {user_agent!r}")
     if record is not None and replay is not None:
         raise ValueError("record and replay are exclusive: replaying while recording records nothing new")
     secret_set = frozenset(s for s in secrets if s)
@@ -961,7 +972,7 @@ def make_client(
     client = Client(
         transport=stack,
         timeout=timeout,
-        headers={"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate"},
+        headers={"User-Agent": user_agent.strip(), "Accept-Encoding": "gzip, deflate"},
         follow_redirects=True,
     )
     client.secrets = secret_set

@@ -1,13 +1,15 @@
 """JarvisLabs.ai: per-GPU on-demand and spot rates from the backend's `server_meta` catalog.
 
-Source: `GET https://backendprod.jarvislabs.net/misc/server_meta`, the catalog JarvisLabs' own
-SDK (`jarvislabs`, https://docs.jarvislabs.ai/sdk; its `jl gpus` command and region routing) reads
-for "GPU types, pricing and availability". Each regional backend (backendprod = india-01,
-backendn = india-noida-01, backendeu = europe-01) answers with the whole fleet, so one request a
-run covers every region. JarvisLabs publishes no rate limit. Auth: every client we found sends
-`Authorization: Bearer <key>`; `JARVISLABS_API_KEY` is sent that way when set and the request
-goes out without it otherwise (whether the backend answers keyless requests is not documented;
-without a key a refusal fails the run like any 4xx). Shape::
+Source: `GET https://backendn.jarvislabs.net/misc/server_meta` with `Authorization: Bearer <key>`,
+the catalog JarvisLabs' own SDK (`jarvislabs`, https://docs.jarvislabs.ai/sdk; `jl gpus`) reads
+for "GPU types, pricing, and current availability for new creates". Checked 2026-12-01 against
+the peers that run live: the SDK (v0.2.17, 2026-07-29: `constants.REGION_URLS`, default region
+india-noida-01 = backendn; `transport.py` sends the Bearer key), gpuhunt
+(`providers/jarvislabs.py`, 2026-06-11 PR #235 "update API endpoint": backendn, `JL_API_KEY`
+required) and JarvisLabs' own SkyPilot fork (`fetch_jarvislabs.py`: backendn, Bearer key). Every
+one of them sends a key, so `JARVISLABS_API_KEY` is required: without it the provider is skipped
+(`skipped: missing JARVISLABS_API_KEY`), never sent keyless. Each regional backend answers with
+the whole fleet, so one request a run covers every region. No documented rate limit. Shape::
 
     {"server_meta": [{"gpu_type": "L4", "region": "india-noida-01", "price_per_hour": 0.44,
                       "spot_price": 0.29, "vram": "24", "cpus_per_gpu": 28, "ram_per_gpu": 124,
@@ -17,10 +19,20 @@ without a key a refusal fails the run like any 4xx). Shape::
      "currency": "USD"}
 
 Prices (`price_per_hour`, `spot_price`) and `cpus_per_gpu` / `ram_per_gpu` are per GPU; an
-instance of n GPUs costs n times the rate. `currency` is the account's billing currency (the SDK
-says "INR or USD based on user's payment location"); it is kept as published, and when the
-`currency` key is absent (as in the 2026 sample, whose rates are those of the USD pricing page)
-the rates are read as USD and `provider_data["currency_stated"]` is false.
+instance of n GPUs costs n times the rate. Currency: the answer is priced in the *account's*
+billing currency (the SDK: "INR or USD based on user's payment location"; the SkyPilot fork: the
+top-level `currency` names it and every price in the answer is in it). It is read from
+`currency` and kept as published (the warehouse converts INR with the reference rates); it is
+never assumed: an answer that states no `currency` yields its offers with `problem` set and
+currency "XXX" (ISO 4217's "no currency"), so they are quarantined rather than published as USD
+(`provider_data["currency_stated"]` says which).
+
+Regions: india-01 (IN1, backendprod) no longer takes new instances (SDK commit 3b6ea72,
+2026-04-13, "Deprecate IN1 region for new resource creation"; https://docs.jarvislabs.ai/in1-migration;
+the SDK filters it out of `jl gpus`), yet the catalog still lists its pools: its offers land with
+`available=False` and `provider_data["region_status"]` saying why (`CLOSED_REGIONS`), so they
+keep their history but never rank as rentable. europe-01 (EU1) is being phased out and takes one
+GPU per instance (SDK commit 2ed4018, 2026-05-29: `EUROPE_GPU_COUNTS` {1}, was 1 or 8).
 
 One row is one pool: a GPU type in a region for one `workload_type`. Which rows are rentable:
 - `"container"`: a container instance (Jupyter, IDE, SSH); on-demand, and spot when
@@ -35,12 +47,13 @@ A `spot_price` of null means "no spot now": `Excluded("no_spot_price")`.
 
 GPU counts: `num_gpus` (a string, absent = 1) is the most GPUs one instance of the pool may have,
 not a fixed bundle; every count up to it can be launched. Offers are published for 1, 2, 4, 8
-(powers of two) up to that ceiling, plus the ceiling itself; in europe-01 only 1 or 8 (the SDK's
-documented constraint). `instance_type` is `"<n>x <gpu_type> <workload>"`, e.g.
+(powers of two) up to that ceiling, plus the ceiling itself; in europe-01 only 1 (the SDK's
+constraint since 2026-05-29). `instance_type` is `"<n>x <gpu_type> <workload>"`, e.g.
 `"8x L4 container"`: the gpu_type as the API spells it (the name `jl create --gpu` takes), so
 "RTX-PRO6000" and "RTX PRO 6000" (one GPU, two spellings in one answer) are two families that
 both resolve in the seeds. `available` says whether the pool has that many free devices
-(`effective_num_free_devices`, or `spot_num_free_devices` for spot).
+(`effective_num_free_devices`, or `spot_num_free_devices` for spot) in a region open to new
+instances.
 
 Two rows for one (gpu_type, region, workload) are merged into one pool: the highest ceiling, then
 the lowest price, wins; free devices are summed and `provider_data["pools"]` counts them.
@@ -65,16 +78,20 @@ from connectors.base import number as as_number
 from connectors.http import Client
 
 name = "jarvislabs"
-requires: tuple[str, ...] = ()
-OPTIONAL_CREDENTIAL = "JARVISLABS_API_KEY"
-optional: tuple[str, ...] = (OPTIONAL_CREDENTIAL,)  # sent as a Bearer header when set
+CREDENTIAL = "JARVISLABS_API_KEY"
+requires: tuple[str, ...] = (CREDENTIAL,)  # every peer sends one (see the docstring)
 
-API_URL = "https://backendprod.jarvislabs.net/misc/server_meta"
-DEFAULT_CURRENCY = "USD"  # the sample states none; its rates are the USD pricing page's
+API_URL = "https://backendn.jarvislabs.net/misc/server_meta"
+# ISO 4217 "no currency": an answer that does not say its currency converts to nothing
+UNSTATED_CURRENCY = "XXX"
 SPOT_WORKLOADS = ("container", "any")  # VMs have no spot at JarvisLabs
 POWER_COUNTS = (1, 2, 4, 8)
-# The SDK (constants.py, SKILL.md): europe-01 instances take 1 or 8 GPUs only.
-REGION_COUNTS: Mapping[str, tuple[int, ...]] = {"europe-01": (1, 8)}
+# The SDK (constants.EUROPE_GPU_COUNTS, 2026-05-29): europe-01 instances take 1 GPU only.
+REGION_COUNTS: Mapping[str, tuple[int, ...]] = {"europe-01": (1,)}
+# Regions the catalog still lists but that take no new instances: their offers are unavailable.
+CLOSED_REGIONS: Mapping[str, str] = {
+    "india-01": "IN1 takes no new instances since 2026-04 (https://docs.jarvislabs.ai/in1-migration)",
+}
 
 
 def fetch(
@@ -82,9 +99,7 @@ def fetch(
     creds: Mapping[str, str],
     previous: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Iterator[RawResponse]:
-    headers = {"Accept": "application/json"}
-    if key := creds.get(OPTIONAL_CREDENTIAL):
-        headers["Authorization"] = f"Bearer {key}"
+    headers = {"Accept": "application/json", "Authorization": f"Bearer {creds[CREDENTIAL]}"}
     yield client.fetch("GET", API_URL, headers=headers)
 
 
@@ -160,9 +175,11 @@ def pools(rows: Sequence[Any]) -> list[Pool]:
     return result
 
 
-def pool_offers(pool: Pool, currency: str, currency_stated: bool = True) -> Iterator[Offer | Excluded]:
-    """The on-demand (and, where it exists, spot) offers of one pool, one per GPU count."""
+def pool_offers(pool: Pool, currency: str | None) -> Iterator[Offer | Excluded]:
+    """The on-demand (and, where it exists, spot) offers of one pool, one per GPU count; `currency`
+    None (the answer did not state it) flags every offer."""
     row = pool.row
+    closed = CLOSED_REGIONS.get(pool.region)
     spot_kind = pool.workload in SPOT_WORKLOADS
     tiers: list[tuple[str, str]] = [("on_demand", "price_per_hour")]
     if spot_kind and "spot_price" in row and row["spot_price"] is None:
@@ -183,13 +200,20 @@ def pool_offers(pool: Pool, currency: str, currency_stated: bool = True) -> Iter
         "num_free_devices": pool.free,
         "spot_num_free_devices": pool.spot_free,
         "pools": pool.pools,
-        "currency_stated": currency_stated,
+        "currency_stated": currency is not None,
     }
+    if closed is not None:
+        data["region_status"] = closed
     if not spot_kind and row.get("spot_price") is not None:
         data["spot_price_listed"] = row.get("spot_price")  # listed, not rentable (see docstring)
     for count in gpu_counts(pool.ceiling, pool.region):
         for pricing_type, key in tiers:
             per_gpu, problem = _price(row, key)
+            if currency is None:
+                problem = problem or (
+                    "server_meta states no `currency`: its prices are in the account's currency "
+                    "(INR or USD), so they cannot be read as any one"
+                )
             free = pool.spot_free if pricing_type == "spot" else pool.free
             yield Offer(
                 provider=name,
@@ -198,13 +222,13 @@ def pool_offers(pool: Pool, currency: str, currency_stated: bool = True) -> Iter
                 pricing_type=pricing_type,  # type: ignore[arg-type]
                 price_source="list",
                 price_per_hour=round(per_gpu * count, 6),  # no float noise (1.89 * 8) in history
-                currency=currency,
+                currency=currency or UNSTATED_CURRENCY,
                 gpu_name_raw=pool.gpu_type,
                 gpu_count=float(count),
                 gpu_memory_gb_raw=vram,
                 vcpus=cpus * count if cpus else None,
                 ram_gb=ram * count if ram else None,
-                available=free >= count,
+                available=free >= count and closed is None,
                 provider_data=data | ({"spot_kind": "published_rate"} if pricing_type == "spot" else {}),
                 scope=f"server_meta:{pricing_type}",
                 problem=problem,
@@ -217,9 +241,8 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Excluded]:
         payload = response.json()
         rows = server_rows(payload, response.url)
         currency = _currency(payload.get("currency"), response.url)
-        stated = payload.get("currency") is not None
         for pool in pools(rows):
-            for item in pool_offers(pool, currency, stated):
+            for item in pool_offers(pool, currency):
                 if isinstance(item, Excluded):
                     counts[item.reason] = counts.get(item.reason, 0) + item.count
                 else:
@@ -231,9 +254,9 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Excluded]:
     yield from excluded(counts)
 
 
-def _currency(value: object, url: str) -> str:
+def _currency(value: object, url: str) -> str | None:
     if value is None:
-        return DEFAULT_CURRENCY
+        return None
     if not isinstance(value, str) or len(value.strip()) != 3:
         raise LayoutChanged(f"{url}: `currency` is {value!r}, expected a three-letter code")
     return value.strip().upper()

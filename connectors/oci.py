@@ -23,8 +23,19 @@ Shapes with `allowPreemptible` get a second offer with `pricing_type="spot"`,
 Quirks handled:
 - Display names such as "BM.GPU.GB200.4 (NVL72)" lose the parenthesised suffix, so
   `instance_type` is the name the Compute API uses (the display name stays in provider_data).
-- `gpuMemoryQty` is the shape's total GPU memory (per GPU = total / gpuQty); OCI reports it per
-  GPU for at least BM.GPU.MI355X.8, so `gpu_memory_gb_raw` is "as stated" and normalization snaps it.
+- `gpuMemoryQty` is the shape's total GPU memory for most shapes (BM.GPU.H100.8: 640, so 80 per
+  GPU = total / gpuQty), but the newest shapes state it per GPU (BM.GPU.MI355X.8: 288, which read
+  as a total gave 36 GB a GPU). Both peers that read shapes.json say so (checked 2026-12-01):
+  gpuhunt (`providers/oci.py` `get_gpu_unit_memory_gb`: MI355X 288 per GPU, GB300.4 278) and
+  SkyPilot (`fetch_oci.py`: "the shape total for most shapes but the per-GPU figure for a few
+  (BM.GPU.MI355X.8, BM.GPU.GB300.4)"); issue 18 adds B300. The models whose shapes state it per
+  GPU are `PER_GPU_MEMORY_MODELS` (matched by the shape's model token, so BM.GPU.MI355X-v1.8 and
+  BM.GPU.B300.HS.8 follow their family); every other shape is read as a total. Which reading was
+  used is kept in `provider_data["gpu_memory_basis"]` ("per_gpu" / "shape_total") beside the raw
+  figure, and normalization still snaps the result against the seeds (a new family stating it
+  per GPU would show up as a stated-vs-seed conflict, not pass silently).
+- RTX PRO shapes (BM.GPU.RTXPRO.8: 8x RTX PRO 6000 Blackwell Server Edition, OCI's compute shapes
+  page) have the model token "RTXPRO"; the seeds map it (gpu_aliases, instance_types).
 - `gpu_name_raw` is the model token of the shape name (BM.GPU.H100.8 -> "H100",
   BM.GPU.A100-v2.8 -> "A100"); generation-named shapes (BM.GPU4.8, VM.GPU3.1) do not name the
   model, so it is None there and the instance_types seed resolves the GPU.
@@ -64,6 +75,8 @@ GPU_METRIC = "GPU Per Hour"
 PRICE_MODEL = "PAY_AS_YOU_GO"
 PREEMPTIBLE_FRACTION = 0.5  # OCI: "Preemptible instances are priced at 50% of regular instances"
 MAX_PAGES = 50
+# Model tokens whose shapes state `gpuMemoryQty` per GPU, not for the whole shape (see the docstring).
+PER_GPU_MEMORY_MODELS = frozenset({"MI355X", "GB300", "B300"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +154,16 @@ def gpu_token(shape: str) -> str | None:
     return None
 
 
+def gpu_memory_per_gpu(shape: str, stated: object, gpu_qty: float) -> tuple[float | None, str | None]:
+    """(GB per GPU, "per_gpu" | "shape_total") from a shape's `gpuMemoryQty`; (None, None) when
+    it states none. Shapes of `PER_GPU_MEMORY_MODELS` state it per GPU, the rest per shape."""
+    if isinstance(stated, bool) or not isinstance(stated, int | float) or not stated > 0:
+        return None, None
+    if gpu_token(shape) in PER_GPU_MEMORY_MODELS:
+        return float(stated), "per_gpu"
+    return stated / gpu_qty, "shape_total"
+
+
 def shape_offers(shape: Mapping[str, Any], parts: Mapping[str, GpuPart]) -> list[Offer] | str:
     """The offers of one shape, or why it has none ("not_gpu", "hidden", "no_gpu_price")."""
     gpu_qty = shape.get("gpuQty")
@@ -158,9 +181,7 @@ def shape_offers(shape: Mapping[str, Any], parts: Mapping[str, GpuPart]) -> list
     display = str(shape.get("name", ""))
     instance = shape_name(display)
     total_memory = shape.get("gpuMemoryQty")
-    per_gpu_memory = (
-        total_memory / gpu_qty if isinstance(total_memory, int | float) and total_memory else None
-    )
+    per_gpu_memory, memory_basis = gpu_memory_per_gpu(instance, total_memory, gpu_qty)
     ram = shape.get("bundleMemoryQty")
     ocpus = next((p.get("qty") for p in products if p.get("partNumber") == part.part_number), None)
     # NaN stays NaN through the arithmetic: a flagged part makes flagged offers
@@ -172,6 +193,7 @@ def shape_offers(shape: Mapping[str, Any], parts: Mapping[str, GpuPart]) -> list
         "part_display_name": part.display_name,
         "price_per_gpu_hour": part.price_per_gpu_hour,
         "gpu_memory_qty": total_memory,
+        "gpu_memory_basis": memory_basis,
         "ocpus": ocpus,
         "shape_type": (shape.get("shapeType") or {}).get("value"),
         "allow_preemptible": bool(shape.get("allowPreemptible")),

@@ -26,7 +26,16 @@ What becomes an offer: every addon of an `instance` addon family with a GPU
 (`blobs.technical.gpu.number` > 0) and an hourly pricing, as `on_demand` / `list` in the
 catalog's currency; `instance_type` is the flavor name (`h100-380`). No spot.
 
+Request: the catalog is slow to answer (it is assembled per request and runs to megabytes), so
+its fetch waits `CATALOG_TIMEOUT` (180 s to read) instead of the client's 30 s: python-ovh, the
+client SpareCores' crawler reads this very endpoint with (`sc_crawler/vendors/_ovh.py`
+`_get_catalog`, checked 2026-12-01), waits 180 s for connect and read by default (`ovh/client.py`
+`TIMEOUT = 180`). The overall request deadline still bounds it, retries included.
+
 Quirks handled:
+- Windows flavors (`blobs.technical.os.family` "windows": the flavor's price includes the Windows
+  licence) are `Excluded("windows_license")`; SpareCores keeps only `os.family == "linux"` for the
+  same reason. A flavor that states no OS family is kept (no allow-list).
 - Monthly-billed flavors (`<flavor>.monthly.postpaid`, pricing in months: a month's commitment)
   are `Excluded("monthly_billing")`; CPU-only flavors are `Excluded("cpu_only")`.
 - An instance addon with no `pricings`, no `price` in its hourly pricing, or a zero, negative or
@@ -41,6 +50,8 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import httpx
+
 from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, excluded, per_hour
 from connectors.http import Client
 
@@ -51,6 +62,9 @@ CATALOG_URL = "https://eu.api.ovh.com/v1/order/catalog/public/cloud"
 SUBSIDIARY = "FR"  # lists in EUR
 PRICE_SCALE = 100_000_000  # catalog prices are integers of 1e-8 currency units
 INSTANCE_FAMILY = "instance"
+# The catalog is slow to answer (see the docstring); python-ovh's default read timeout.
+CATALOG_TIMEOUT = httpx.Timeout(180.0, connect=10.0)
+WINDOWS_FAMILY = "windows"
 
 
 def fetch(
@@ -58,7 +72,7 @@ def fetch(
     creds: Mapping[str, str],
     previous: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Iterator[RawResponse]:
-    yield client.fetch("GET", CATALOG_URL, params={"ovhSubsidiary": SUBSIDIARY})
+    yield client.fetch("GET", CATALOG_URL, params={"ovhSubsidiary": SUBSIDIARY}, timeout=CATALOG_TIMEOUT)
 
 
 def instance_addons(payload: Any, url: str = CATALOG_URL) -> list[Mapping[str, Any]]:
@@ -117,6 +131,9 @@ def addon_offer(addon: Mapping[str, Any], currency: str, subsidiary: str) -> Off
     count = gpu.get("number") or 0
     if not count:
         return Excluded("cpu_only", code)
+    os_family = (technical.get("os") or {}).get("family")
+    if isinstance(os_family, str) and os_family.strip().lower() == WINDOWS_FAMILY:
+        return Excluded("windows_license", code)
     priced = hourly_price(addon)
     if priced is None:
         return Excluded("monthly_billing", code)

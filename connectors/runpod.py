@@ -4,7 +4,9 @@ Source: `POST https://api.runpod.io/graphql` with one `gpuTypes` query (`QUERY`)
 describe the GraphQL API with an API key, but the `gpuTypes` catalog answers without one (gpuhunt
 queries it anonymously), so `requires` is empty; when `RUNPOD_API_KEY` is in `creds` it is sent as
 `Authorization: Bearer ...` (a header, so it never reaches a URL, a cassette or the raw archive).
-No documented rate limit; one request per run.
+No documented rate limit; one request per run. Checked 2026-12-01: gpuhunt
+(`providers/runpod.py`, 2026-08) asks the same `gpuTypes` fields, `secureCloud` and
+`communityCloud` among them, from the same URL; both 2025-06 captures carry them on every entry.
 
 What becomes an offer, per GPU type and cloud (`secure` = RunPod's data centres, `community` = hosts
 of third parties):
@@ -31,6 +33,11 @@ Quirks handled:
   guards each of the four against its own last good load.
 - An entry without `id` cannot be keyed: it is yielded as a flagged offer named by its position,
   never silently dropped (a whole answer without ids is a `LayoutChanged`).
+- The cloud flags are what says whether a price is real, so an entry without the `secureCloud` /
+  `communityCloud` keys (the query asks for both; GraphQL returns every field asked for, null
+  when unset) is a changed schema, not "offered nowhere": `LayoutChanged` names the missing keys
+  (before 2026-12 such an answer parsed to 0 offers without an error). A flag that is present but
+  null or false still means "not offered there".
 - A GraphQL `errors` answer (HTTP 200) raises `ConnectorError` with RunPod's messages; a payload
   without `data.gpuTypes`, or with an empty list, raises `LayoutChanged` so that a transient empty
   answer cannot close every RunPod offer.
@@ -188,12 +195,25 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
         for position, gpu in enumerate(types):
             if not isinstance(gpu, Mapping):
                 raise LayoutChanged(f"{response.url}: gpuTypes[{position}] is not an object: {gpu!r:.80}")
+            require_cloud_flags(gpu, position, response.url)
             for item in gpu_type_offers(gpu, position):
                 if isinstance(item, Excluded):
                     counts[item.reason] += 1
                 else:
                     yield item
     yield from excluded(counts)
+
+
+def require_cloud_flags(gpu: Mapping[str, Any], position: int, url: str = API_URL) -> None:
+    """Raise `LayoutChanged` naming the cloud flags (`secureCloud`, `communityCloud`) an entry lacks."""
+    missing = [flag for _, flag, *_ in CLOUDS if flag not in gpu]
+    if missing:
+        names = ", ".join(f"`{m}`" for m in missing)
+        raise LayoutChanged(
+            f"{url}: gpuTypes[{position}] ({gpu.get('id', 'no id')}) has no {names}: without the cloud "
+            "flags no price can be told offered or not; has the schema renamed them? "
+            "(update QUERY and CLOUDS in connectors/runpod.py)"
+        )
 
 
 def _positive(value: object) -> float | None:

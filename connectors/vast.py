@@ -2,9 +2,17 @@
 
 Source: `POST https://console.vast.ai/api/v0/bundles/` (the offer search behind the console
 and the `vastai search offers` CLI; documented at https://docs.vast.ai/api-reference/search/search-offers).
-The search answers without an API key (gpuhunt queries it anonymously), so `requires` is empty;
-`VAST_API_KEY`, when set, is sent as `Authorization: Bearer ...` (a third-party note reports that
-anonymous answers are capped at the 64 cheapest offers since 2026-06; not confirmed by Vast).
+The search answers without an API key (gpuhunt, `providers/vastai.py` 2026-08, queries it
+anonymously with a `limit` of 3000), so `requires` is empty; `VAST_API_KEY`, when set, is sent as
+`Authorization: Bearer ...`, as Vast's API page (vast.ai/developers/api, read 2026-12-01: "All
+requests require an API key") and its search-offers reference show. A third-party note reports
+that anonymous answers are capped (at 64 offers, since 2026-06; not confirmed by Vast), and
+vast-ai/vast-cli#268 (2025-09) reports the SDK search returning far fewer offers than the console.
+Capped answers: an answer holding as many offers as the `limit` the search asked for is cut off
+(more offers matched than were returned). Its offers load, and `parse` yields a `Degraded` item,
+so the provider run is `degraded` with a hint to set `VAST_API_KEY` (or raise `LIMIT`). A cap
+below the limit asked for (an anonymous cap the answer does not state) cannot be told from a small
+market by the answer alone: only a live run with and without a key can settle it.
 The body is a filter document; `SEARCH` asks for every rentable, unrented offer, verified or not,
 sorted by Vast's score, up to `LIMIT` offers. No documented rate limit; one request per run (Vast
 asks heavy clients to cache: the answer is a few MB).
@@ -45,7 +53,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from connectors import market
-from connectors.base import LayoutChanged, Offer, PricingType, RawResponse, Unchanged, required_list
+from connectors.base import (
+    Degraded,
+    LayoutChanged,
+    Offer,
+    PricingType,
+    RawResponse,
+    Unchanged,
+    required_list,
+)
 from connectors.http import Client
 from connectors.market import HostOffer
 
@@ -146,12 +162,41 @@ def to_hosts(offer: Mapping[str, Any]) -> Iterator[HostOffer]:
         )
 
 
-def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged]:
+def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Degraded]:
     hosts: list[HostOffer] = []
+    capped: list[Degraded] = []
     for response in responses:
-        for offer in host_offers(response.json(), response.url):
+        offers = host_offers(response.json(), response.url)
+        limit = requested_limit(response.request_body)
+        if len(offers) >= limit:
+            capped.append(capped_answer(len(offers), limit))
+        for offer in offers:
             hosts.extend(to_hosts(offer))
     yield from market.aggregate(name, hosts)
+    yield from capped
+
+
+def requested_limit(request_body: bytes | None) -> int:
+    """The `limit` the search asked for (from the request as sent), else `LIMIT`."""
+    try:
+        asked = json.loads(request_body or b"{}").get("limit")
+    except (json.JSONDecodeError, AttributeError):
+        asked = None
+    return asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else LIMIT
+
+
+def capped_answer(count: int, limit: int) -> Degraded:
+    """What to say about an answer that holds as many offers as it was allowed to."""
+    return Degraded(
+        reason=(
+            f"the bundles answer holds {count} offers, the search's limit of {limit}: more offers "
+            "matched than came back, so the market read is incomplete"
+        ),
+        hint=(
+            f"set {OPTIONAL_CREDENTIAL} (anonymous searches may be capped), or raise LIMIT in "
+            "connectors/vast.py if a key is already set"
+        ),
+    )
 
 
 def _price(offer: Mapping[str, Any], key: str) -> tuple[float, str | None]:

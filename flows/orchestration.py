@@ -288,6 +288,7 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
         record=Path(plan.record) if plan.record else None,
         spool_dir=spool_root / run_id,
         request_deadline=settings.http_request_deadline_seconds,
+        user_agent=settings.user_agent,
     )
     progress = runner.downloads()
     client.progress = progress

@@ -392,7 +392,7 @@ def _fixture_server(overrides=None, seen=None):
         aws.REGION_INDEX_URL: FIXTURES / "region-index__2026-11-29.json",
         US_EAST_1_URL: FIXTURES / "offer-us-east-1__2026-11-29.csv",
         EU_WEST_1_URL: FIXTURES / "offer-eu-west-1__2026-11-29.csv",
-        aws.SPOT_URL: FIXTURES / "spot-js__2026-11-29.js",
+        aws.SPOT_URL: FIXTURES / "spot-json__2026-11-29.json",
         aws.ADVISOR_URL: FIXTURES / "spot-advisor-data__2026-11-29.json",
     }
 
@@ -412,7 +412,7 @@ def _fixture_server(overrides=None, seen=None):
     return make_client(transport=httpx.MockTransport(handler), sleep=lambda _: None)
 
 
-def test_unchanged_spot_js_is_revalidated_with_its_etag() -> None:
+def test_unchanged_spot_feed_is_revalidated_with_its_etag() -> None:
     seen: list[httpx.Request] = []
     with _fixture_server(seen=seen) as client:
         first = list(aws.fetch(client, {}))
@@ -420,7 +420,7 @@ def test_unchanged_spot_js_is_revalidated_with_its_etag() -> None:
         seen.clear()
         second = list(aws.fetch(client, {}, previous))
     spot_request = next(r for r in seen if str(r.url) == aws.SPOT_URL)
-    assert spot_request.headers["if-none-match"] == '"spot-js__2026-11-29.js"'
+    assert spot_request.headers["if-none-match"] == '"spot-json__2026-11-29.json"'
     assert [r.status for r in second] == [200, 304, 200]
     items = list(aws.parse(second))
     assert {"pricing_type": "spot"} in [i.scope for i in items if isinstance(i, Unchanged)]
@@ -705,11 +705,27 @@ def test_hardware_exclusion_rule(
 
 
 def _spot_js(replacements: dict[str, str]) -> RawResponse:
-    text = (FIXTURES / "spot-js__2026-11-29.js").read_text()
+    """The spot feed as fetched (spot.json), with `replacements` applied."""
+    text = (FIXTURES / "spot-json__2026-11-29.json").read_text()
     for old, new in replacements.items():
         assert old in text, old
         text = text.replace(old, new)
     return _raw(aws.SPOT_URL, body=text.encode())
+
+
+def test_the_plain_json_feed_and_the_jsonp_form_give_the_same_spot_offers() -> None:
+    # spot.json is what is fetched; spot.js bodies in the raw archive (fetched before 2026-12)
+    # must re-parse to the same offers
+    fetched = _raw(aws.SPOT_URL, FIXTURES / "spot-json__2026-11-29.json")
+    archived = _raw(aws.LEGACY_SPOT_JS_URL, FIXTURES / "spot-js__2026-11-29.js")
+    assert aws.SPOT_URL.endswith("/spot.json")
+    from_json, from_js = list(aws.parse([fetched])), list(aws.parse([archived]))
+    assert _offers(from_json) and from_json == from_js
+
+
+def test_a_broken_plain_json_spot_feed_is_a_layout_error() -> None:
+    with pytest.raises(LayoutChanged, match="spot feed is not JSON"):
+        list(aws.parse([_raw(aws.SPOT_URL, body=b'{"vers": 0.01, "config": {"regions": [')]))
 
 
 def test_a_new_spot_family_lands_unless_it_is_a_known_cpu_series() -> None:
@@ -804,7 +820,7 @@ def test_scopes_are_per_region_for_on_demand_and_spot_and_a_304_still_covers_spo
     }
     # the Boston Local Zone offer belongs to its file's scope
     assert _by_key(offers)["us-east-1", "g4dn.xlarge", "on_demand"].scope_name == "on_demand:us-east-1"
-    not_modified = [aws.Unchanged({"pricing_type": "spot"}, reason="spot.js not modified (HTTP 304)")]
+    not_modified = [aws.Unchanged({"pricing_type": "spot"}, reason="spot feed not modified (HTTP 304)")]
     for o in offers:
         fields = {
             "instance_type": o.instance_type,
@@ -995,7 +1011,7 @@ def _region_server(regions: list[str], per_host: int, on_file=None, spool_dir: P
                 return on_file(request, csv_body)
             return httpx.Response(200, content=csv_body)
         if url == aws.SPOT_URL:
-            return httpx.Response(200, content=(FIXTURES / "spot-js__2026-11-29.js").read_bytes())
+            return httpx.Response(200, content=(FIXTURES / "spot-json__2026-11-29.json").read_bytes())
         return httpx.Response(200, content=(FIXTURES / "spot-advisor-data__2026-11-29.json").read_bytes())
 
     return make_client(

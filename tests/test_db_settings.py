@@ -92,6 +92,21 @@ def test_a_malformed_setting_is_one_line_naming_the_variable(where: str, tmp_pat
     assert not (tmp_path / "data").exists()  # refused before anything was opened or created
 
 
+def test_the_user_agent_setting_defaults_to_the_project_and_reads_the_environment(monkeypatch):
+    from connectors.http import USER_AGENT
+
+    assert Settings().user_agent == USER_AGENT
+    monkeypatch.setenv("GPUCOST_USER_AGENT", "  acme-gpu-prices/1 (+https://acme.example/ops)  ")
+    assert Settings().user_agent == "acme-gpu-prices/1 (+https://acme.example/ops)"  # stripped
+
+
+def test_a_blank_user_agent_is_one_line_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("GPUCOST_USER_AGENT", " ")
+    result = runner.invoke(app, ["status"])
+    assert result.exit_code == 2, result.output
+    assert "GPUCOST_USER_AGENT" in _error_line(result)
+
+
 # --- opening the warehouse ---------------------------------------------------------------------------
 
 

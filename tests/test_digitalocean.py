@@ -154,6 +154,26 @@ def test_real_capture(shared_raw: Path) -> None:
     assert mi300x.ram_gb == 1920.0 and mi300x.provider_data["price_monthly"] == 11844.48
 
 
+def test_a_spot_size_is_excluded_and_never_the_cheapest_on_demand_offer(shared_raw: Path) -> None:
+    # The real capture plus a `-spot` twin of its 8x H100 size (our own edit, in the Sizes API's
+    # shape): DigitalOcean documents no terms for such slugs, so they are counted, not published.
+    payload = json.loads((shared_raw / "digitalocean" / "sizes-sample.json").read_text())
+    h100 = next(s for s in payload["sizes"] if s["slug"] == "gpu-h100x8-640gb")
+    payload["sizes"].append(h100 | {"slug": "gpu-h100x8-640gb-spot", "price_hourly": 11.92})
+    items = list(digitalocean.parse([answer(payload)]))
+    offers = by_key(items)
+    assert ("gpu-h100x8-640gb-spot", "nyc1") not in offers
+    assert exclusions(items) == {"cpu_only": 1, "spot_size_terms_undocumented": 1}
+    on_demand_h100 = [o for o in offers.values() if o.gpu_name_raw == "nvidia_h100"]
+    assert [o.price_per_hour for o in on_demand_h100] == [23.92]
+
+
+def test_only_a_spot_suffix_marks_a_spot_size() -> None:
+    # "spot" elsewhere in a slug is not the suffix rule
+    offers = by_key(list(digitalocean.parse([answer({"sizes": [size(slug="gpu-spotless-h100x1")]})])))
+    assert {slug for slug, _ in offers} == {"gpu-spotless-h100x1"}
+
+
 def test_capture_and_cassette_gpus_resolve(shared_raw: Path) -> None:
     from warehouse.hardware import HardwareCatalog
 

@@ -263,3 +263,24 @@ def test_flow_states_say_partial_and_failed_for_automations(prefect_harness, hom
     assert summary.status == "failed"  # never "partial" when nothing loaded
     (status,) = query(home, f"select status from ops.runs where run_id = '{summary.run_id}'")[0]
     assert status == "failed"
+
+
+def test_the_user_agent_setting_reaches_the_client_every_provider_uses(
+    prefect_harness, home: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import flows.orchestration as orchestration
+    from flows.refresh import refresh
+
+    agents: list[str] = []
+    real = orchestration.make_client
+
+    def recording(**kwargs):
+        client = real(**kwargs)
+        agents.append(client.headers["user-agent"])
+        return client
+
+    monkeypatch.setattr(orchestration, "make_client", recording)
+    monkeypatch.setenv("GPUCOST_USER_AGENT", "acme-gpu-prices/1 (+https://acme.example/ops)")
+    summary = refresh(providers=["oci"], replay=str(REPLAY))
+    assert summary.status == "ok"
+    assert agents == ["acme-gpu-prices/1 (+https://acme.example/ops)"]

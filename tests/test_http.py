@@ -221,3 +221,41 @@ def test_url_encoded_secrets_are_redacted_too():
     client, _ = _client(lambda r: httpx.Response(200, text="ok"), secrets=["abc+def/ghi="])
     raw = client.fetch("GET", "https://example.test/skus", params={"key": "abc+def/ghi="})
     assert "abc" not in raw.url and raw.url.endswith("key=***")
+
+
+def test_every_request_names_the_project_and_a_contact_and_a_setting_replaces_it():
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={})
+
+    default, _ = _client(handler)
+    default.fetch("GET", "https://example.test/a")
+    agent = seen[-1].headers["user-agent"]
+    # a provider's operator can tell who asks and where to write: project/version and a URL
+    assert agent.startswith("gpucost/") and "(+https://" in agent
+    own, _ = _client(handler, user_agent="acme-prices/2 (+https://acme.example/contact)")
+    own.fetch("GET", "https://example.test/b")
+    assert seen[-1].headers["user-agent"] == "acme-prices/2 (+https://acme.example/contact)"
+
+
+@pytest.mark.parametrize("agent", ["", "   ", "two\nlines", "a\r\nX-Injected: 1"])
+def test_a_user_agent_that_is_not_one_line_is_refused(agent: str):
+    # a header value with a line break would be a header injection; an empty one names nobody
+    with pytest.raises(ValueError, match="one non-empty line"):
+        make_client(transport=httpx.MockTransport(lambda r: httpx.Response(200)), user_agent=agent)
+
+
+def test_a_per_request_timeout_replaces_the_clients_for_that_request_only():
+    timeouts: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        timeouts.append(request.extensions["timeout"])
+        return httpx.Response(200, json={})
+
+    client, _ = _client(handler, timeout=httpx.Timeout(30.0, connect=10.0))
+    client.fetch("GET", "https://example.test/slow", timeout=httpx.Timeout(180.0, connect=10.0))
+    client.fetch("GET", "https://example.test/fast")
+    assert timeouts[0]["read"] == 180.0 and timeouts[0]["connect"] == 10.0
+    assert timeouts[1]["read"] == 30.0  # the next request is back on the client's own

@@ -12,13 +12,15 @@ import httpx
 import pytest
 
 from connectors import jarvislabs
-from connectors.base import FetchError, LayoutChanged, Offer, RawResponse, exclusions
+from connectors.base import LayoutChanged, Offer, RawResponse, exclusions
 from connectors.http import make_client
 from warehouse.hardware import HardwareCatalog
+from warehouse.pipeline import collect
 
 REPO = Path(__file__).resolve().parents[1]
 REPLAY = REPO / "tests" / "replay"
 CAPTURE = "jarvislabs/server-meta-sample.json"
+KEY = {jarvislabs.CREDENTIAL: "replay-key"}  # sent as a header: the cassette matches on the URL
 
 
 def answer(payload: Any) -> RawResponse:
@@ -55,7 +57,11 @@ def pool_row(**overrides: Any) -> dict[str, Any]:
 
 
 def parse_rows(*rows: dict[str, Any], **top: Any) -> list[Any]:
-    return list(jarvislabs.parse([answer({"server_meta": list(rows), **top})]))
+    """Parse an answer of `rows`; it states USD unless `top` says otherwise (currency=None: unstated)."""
+    payload = {"server_meta": list(rows), "currency": "USD", **top}
+    if payload["currency"] is None:
+        del payload["currency"]
+    return list(jarvislabs.parse([answer(payload)]))
 
 
 # --- pure helpers -----------------------------------------------------------------------------------
@@ -68,7 +74,7 @@ def parse_rows(*rows: dict[str, Any], **top: Any) -> list[Any]:
         (4, "india-noida-01", (1, 2, 4)),
         (6, "india-01", (1, 2, 4, 6)),
         (1, "india-01", (1,)),
-        (8, "europe-01", (1, 8)),  # the SDK: europe-01 takes 1 or 8 GPUs
+        (8, "europe-01", (1,)),  # the SDK since 2026-05-29: europe-01 takes 1 GPU (was 1 or 8)
         (1, "europe-01", (1,)),
     ],
 )
@@ -143,7 +149,29 @@ def test_a_null_spot_price_is_excluded_not_an_offer() -> None:
 
 def test_a_stated_currency_is_kept() -> None:
     (offer, *_) = [o for o in parse_rows(pool_row(), currency="INR") if isinstance(o, Offer)]
-    assert (offer.currency, offer.provider_data["currency_stated"]) == ("INR", True)
+    assert (offer.currency, offer.provider_data["currency_stated"], offer.problem) == ("INR", True, None)
+
+
+def test_an_unstated_currency_is_never_assumed_every_offer_is_flagged() -> None:
+    # server_meta is priced in the account's currency (INR or USD): reading it as USD could be
+    # off by the rupee rate, so the offers are quarantined instead of published
+    offers = [o for o in parse_rows(pool_row(), currency=None) if isinstance(o, Offer)]
+    assert len(offers) == 4
+    assert all(o.currency == "XXX" and not o.provider_data["currency_stated"] for o in offers)
+    assert all("states no `currency`" in (o.problem or "") for o in offers)
+    # a price that is wrong on its own keeps its own problem
+    (zero, *_) = [o for o in parse_rows(pool_row(price_per_hour=0), currency=None) if isinstance(o, Offer)]
+    assert "not a positive number" in (zero.problem or "")
+
+
+def test_a_region_closed_to_new_instances_lands_unavailable_with_the_reason() -> None:
+    offers = by_key(parse_rows(pool_row(region="india-01", num_gpus="1")))
+    assert set(offers) == {("1x L4 container", "india-01", p) for p in ("on_demand", "spot")}
+    for offer in offers.values():  # free devices, but no new instance can be made there
+        assert offer.available is False and offer.problem is None
+        assert "in1-migration" in offer.provider_data["region_status"]
+    open_region = by_key(parse_rows(pool_row(num_gpus="1")))
+    assert all(o.available and "region_status" not in o.provider_data for o in open_region.values())
 
 
 def test_cpu_plans_are_excluded_by_rule() -> None:
@@ -226,14 +254,15 @@ def test_real_server_meta_sample(shared_raw: Path) -> None:
         None,
     )
     assert ("1x H100 vm", "unknown-region", "on_demand") in offers  # regions are not filtered
-    assert all(o.currency == "USD" and not o.provider_data["currency_stated"] for o in offers.values())
-    assert all(o.problem is None for o in offers.values())
+    # the sample states no currency: nothing is assumed, every offer is held for review
+    assert all(o.currency == "XXX" and not o.provider_data["currency_stated"] for o in offers.values())
+    assert all("states no `currency`" in (o.problem or "") for o in offers.values())
 
 
 def test_capture_and_cassette_gpus_resolve(shared_raw: Path) -> None:
     catalog = HardwareCatalog.load()
     with make_client(replay=REPLAY) as client:
-        cassette = list(jarvislabs.parse(list(jarvislabs.fetch(client, {}))))
+        cassette = list(jarvislabs.parse(list(jarvislabs.fetch(client, KEY))))
     offers = [o for o in [*capture_items(shared_raw), *cassette] if isinstance(o, Offer)]
     resolved = {
         o.instance_type: catalog.resolve(
@@ -250,8 +279,7 @@ def test_capture_and_cassette_gpus_resolve(shared_raw: Path) -> None:
         "8x RTX-PRO6000 vm": ("RTX-PRO-6000", "PCIe"),
         "2x RTX PRO 6000 container": ("RTX-PRO-6000", "PCIe"),
         "1x H100 any": ("H100-SXM", None),
-        "8x H100 any": ("H100-SXM", "PCIe"),
-        "8x H200 any": ("H200-SXM", "PCIe"),
+        "1x H200 any": ("H200-SXM", None),
         "4x RTX6000Ada container": ("RTX6000-Ada", "PCIe"),
         "4x A5000 container": ("RTXA5000", "PCIe"),
     }
@@ -265,40 +293,51 @@ def test_capture_and_cassette_gpus_resolve(shared_raw: Path) -> None:
 
 def test_replay_cassette_runs_fetch_and_parse_offline() -> None:
     with make_client(replay=REPLAY) as client:
-        responses = list(jarvislabs.fetch(client, {}))
-    assert [r.url for r in responses] == [jarvislabs.API_URL]
+        responses = list(jarvislabs.fetch(client, KEY))
+    assert [r.url for r in responses] == ["https://backendn.jarvislabs.net/misc/server_meta"]
     items = list(jarvislabs.parse(responses))
     offers = by_key(items)
-    assert len(offers) == 54
-    assert sum(p == "spot" for _, _, p in offers) == 17
+    assert len(offers) == 51
+    assert sum(p == "spot" for _, _, p in offers) == 16
     assert exclusions(items) == {"cpu_only": 2, "no_spot_price": 2, "vm_spot_not_offered": 3}
-    h200 = offers[("8x H200 any", "europe-01", "spot")]
-    assert (h200.price_per_hour, h200.available) == (19.12, True)
-    assert ("2x H200 any", "europe-01", "on_demand") not in offers  # europe-01: 1 or 8 GPUs
+    h200 = offers[("1x H200 any", "europe-01", "spot")]
+    assert (h200.price_per_hour, h200.available) == (2.39, True)
+    assert ("8x H200 any", "europe-01", "on_demand") not in offers  # europe-01: 1 GPU since 2026-05
+    closed = [o for o in offers.values() if o.region == "india-01"]
+    assert closed and not any(o.available for o in closed)  # IN1 takes no new instances
     a5000 = offers[("4x A5000 container", "india-01", "on_demand")]  # two rows merged into one pool
     assert (a5000.price_per_hour, a5000.provider_data["pools"], a5000.available) == (1.96, 2, False)
     assert offers[("1x H100 vm", "india-noida-01", "on_demand")].available is False
     assert all(o.provider_data["currency_stated"] for o in offers.values())
 
 
-def test_the_key_is_sent_as_a_bearer_header_only_when_set() -> None:
-    seen: list[httpx.Headers] = []
+def test_the_key_is_sent_as_a_bearer_header_and_never_in_the_url() -> None:
+    seen: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request.headers)
-        return httpx.Response(200, json={"server_meta": [pool_row()]})
+        seen.append(request)
+        return httpx.Response(200, json={"server_meta": [pool_row()], "currency": "USD"})
+
+    with make_client(transport=httpx.MockTransport(handler), secrets=["k-123"]) as client:
+        (response,) = jarvislabs.fetch(client, {jarvislabs.CREDENTIAL: "k-123"})
+    assert seen[0].headers["authorization"] == "Bearer k-123"
+    assert "k-123" not in str(seen[0].url) and "k-123" not in response.url
+
+
+def test_without_a_key_the_provider_is_skipped_not_fetched() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("a keyless request must not be sent")
 
     with make_client(transport=httpx.MockTransport(handler)) as client:
-        list(jarvislabs.fetch(client, {}))
-        list(jarvislabs.fetch(client, {jarvislabs.OPTIONAL_CREDENTIAL: "k-123"}))
-    assert "authorization" not in seen[0]
-    assert seen[1]["authorization"] == "Bearer k-123"
+        batch = collect(jarvislabs, client, {})
+    assert batch.status == "skipped"
+    assert batch.error == "skipped: missing JARVISLABS_API_KEY (set it in the environment or .env to enable)"
 
 
 def test_module_contract() -> None:
     assert jarvislabs.name == "jarvislabs"
-    assert jarvislabs.requires == ()  # a key adds nothing the keyless answer lacks; never skipped
-    assert jarvislabs.optional == ("JARVISLABS_API_KEY",)
+    assert jarvislabs.requires == ("JARVISLABS_API_KEY",)  # every peer sends one
+    assert not getattr(jarvislabs, "optional", ())
 
 
 @pytest.mark.network
@@ -306,13 +345,12 @@ def test_live_server_meta_parses(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     monkeypatch.undo()  # lift the offline guard: this test exists to reach backendprod.jarvislabs.net
-    creds = {k: v for k in jarvislabs.optional if (v := os.environ.get(k))}
-    with make_client() as client:
-        try:
-            responses = list(jarvislabs.fetch(client, creds))
-        except FetchError as exc:
-            if creds:
-                raise
-            pytest.skip(f"server_meta refused a keyless request ({exc}); set JARVISLABS_API_KEY")
+    key = os.environ.get(jarvislabs.CREDENTIAL)
+    if not key:
+        pytest.skip("set JARVISLABS_API_KEY: server_meta is read with a key, as every peer does")
+    with make_client(secrets=[key]) as client:
+        responses = list(jarvislabs.fetch(client, {jarvislabs.CREDENTIAL: key}))
     offers = [o for o in jarvislabs.parse(responses) if isinstance(o, Offer)]
+    # the answer must state its currency (INR or USD): unstated, every offer would be flagged
     assert offers and all(o.problem is None for o in offers)
+    assert {o.currency for o in offers} <= {"INR", "USD"}

@@ -145,6 +145,46 @@ def test_every_fixture_gpu_maps_to_a_canonical_gpu() -> None:
     assert names["t2-45"].gpu_name == "V100-32GB-PCIe"
 
 
+def _with_flavor(payload: dict[str, Any], addon: dict[str, Any]) -> dict[str, Any]:
+    """`payload` with `addon` listed in the instance addon family, as the catalog lists flavors."""
+    payload["addons"].append(addon)
+    for plan in payload["plans"]:
+        for family in plan.get("addonFamilies") or []:
+            if family.get("name") == ovhcloud.INSTANCE_FAMILY:
+                family["addons"].append(addon["planCode"])
+    return payload
+
+
+def test_a_windows_flavor_is_excluded_by_rule_and_one_without_an_os_is_kept() -> None:
+    payload = catalog()
+    h100 = next(a for a in payload["addons"] if a["planCode"] == "h100-380.consumption")
+    windows = copy.deepcopy(h100) | {"planCode": "win-h100-380.consumption", "invoiceName": "win-h100-380"}
+    windows["blobs"]["technical"]["os"] = {"family": "Windows"}
+    no_os = copy.deepcopy(h100) | {"planCode": "h100x-380.consumption", "invoiceName": "h100x-380"}
+    del no_os["blobs"]["technical"]["os"]
+    items = list(ovhcloud.parse([answer(_with_flavor(_with_flavor(payload, windows), no_os))]))
+    offers = offers_of(items)
+    assert "win-h100-380" not in offers  # its price carries a Windows licence: not the GPU's rate
+    assert exclusions(items)["windows_license"] == 1
+    assert offers["h100x-380"].price_per_hour == offers["h100-380"].price_per_hour  # no allow-list
+
+
+def test_the_catalog_is_fetched_with_a_longer_read_timeout() -> None:
+    import httpx
+
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, content=FIXTURE.read_bytes())
+
+    with make_client(transport=httpx.MockTransport(handler), timeout=httpx.Timeout(30.0)) as client:
+        list(ovhcloud.fetch(client, {}))
+    timeouts = seen[0].extensions["timeout"]
+    assert (timeouts["read"], timeouts["connect"]) == (180.0, 10.0)  # python-ovh's default read wait
+    assert str(seen[0].url) == URL
+
+
 def test_replay_cassette_runs_fetch_and_parse_offline() -> None:
     with make_client(replay=REPLAY) as client:
         responses = list(ovhcloud.fetch(client, {}))

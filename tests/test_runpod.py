@@ -192,6 +192,31 @@ def test_real_capture(shared_raw: Path, capture: str, on_demand: int, spot: int)
     assert not any("unknown" in instance for instance, _ in offers)
 
 
+@pytest.mark.parametrize(
+    "dropped", [("secureCloud",), ("communityCloud",), ("secureCloud", "communityCloud")]
+)
+def test_an_answer_without_its_cloud_flags_is_a_layout_change_naming_them(
+    shared_raw: Path, dropped: tuple[str, ...]
+) -> None:
+    # The real capture with the flags taken out: before, this parsed to 0 offers and no error.
+    types = json.loads((shared_raw / "runpod" / "graphql-gpuTypes-data-2025-06-21.json").read_text())
+    for entry in types:
+        for key in dropped:
+            entry.pop(key, None)
+    with pytest.raises(LayoutChanged) as raised:
+        list(runpod.parse([answer({"data": {"gpuTypes": types}})]))
+    message = str(raised.value)
+    assert all(f"`{key}`" in message for key in dropped) and "gpuTypes[0]" in message
+    kept = {"secureCloud", "communityCloud"} - set(dropped)
+    assert not any(f"`{key}`" in message for key in kept)
+
+
+def test_a_null_cloud_flag_still_means_not_offered_there() -> None:
+    items = list(runpod.parse([answer({"data": {"gpuTypes": [gpu(communityCloud=None)]}})]))
+    assert {instance.rsplit(" ", 1)[-1] for instance, _ in by_key(items)} == {"(secure)"}
+    assert exclusions(items) == {"not_in_cloud": 1}
+
+
 # --- HTTP path ------------------------------------------------------------------------------------
 
 

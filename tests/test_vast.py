@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from connectors import market, vast
-from connectors.base import LayoutChanged, Offer, RawResponse
+from connectors.base import Degraded, LayoutChanged, Offer, RawResponse
 from connectors.http import make_client
 from warehouse.hardware import HardwareCatalog
 
@@ -262,3 +262,63 @@ def test_live_search_answers_with_segments() -> None:
         offers = [o for o in vast.parse(list(vast.fetch(client, {}))) if isinstance(o, Offer)]
     assert {o.pricing_type for o in offers} == {"on_demand", "spot"}
     assert sum(o.provider_data["host_offers"] for o in offers if o.problem is None) > 100
+
+
+# --- a capped answer: loaded, but the run says it is incomplete -------------------------------------
+
+
+def _asked(body: bytes, limit: int | None) -> RawResponse:
+    search = dict(vast.SEARCH) | ({"limit": limit} if limit is not None else {})
+    request = json.dumps({k: v for k, v in search.items() if limit is not None or k != "limit"}).encode()
+    return RawResponse(
+        url=vast.API_URL,
+        method="POST",
+        status=200,
+        fetched_at=datetime(2026, 12, 1, tzinfo=UTC),
+        request_body=request,
+        body=body,
+    )
+
+
+def test_an_answer_as_long_as_the_limit_it_asked_for_is_degraded_with_a_hint(shared_raw: Path) -> None:
+    body = (shared_raw / CAPTURE).read_bytes()  # 138 offers
+    count = len(vast.host_offers(json.loads(body)))
+    capped = list(vast.parse([_asked(body, count)]))
+    (notice,) = [i for i in capped if isinstance(i, Degraded)]
+    assert f"holds {count} offers" in notice.reason and "VAST_API_KEY" in notice.hint
+    # the offers still load: the same segments as an answer that was not cut off
+    whole = list(vast.parse([_asked(body, count + 1)]))
+    assert not [i for i in whole if isinstance(i, Degraded)]
+    assert [i for i in capped if isinstance(i, Offer)] == [i for i in whole if isinstance(i, Offer)]
+
+
+@pytest.mark.parametrize(
+    ("request_body", "limit"),
+    [(None, vast.LIMIT), (b"not json", vast.LIMIT), (b'{"limit": true}', vast.LIMIT), (b'{"limit": 64}', 64)],
+)
+def test_requested_limit_reads_the_request_as_sent(request_body: bytes | None, limit: int) -> None:
+    assert vast.requested_limit(request_body) == limit
+
+
+def test_a_capped_run_lands_degraded_with_its_offers_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warehouse.db import open_warehouse
+    from warehouse.pipeline import collect, land
+
+    fixture = REPO / "tests" / "fixtures" / "vast" / "bundles__2026-12-01.json"
+    offers = len(json.loads(fixture.read_text())["offers"])
+    # the search as sent asks for exactly as many offers as the answer holds
+    monkeypatch.setattr(vast, "REQUEST_BODY", json.dumps(vast.SEARCH | {"limit": offers}).encode())
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=fixture.read_bytes()))
+    with make_client(transport=transport, spool_dir=tmp_path / "spool") as client:
+        batch = collect(vast, client, {})
+    assert batch.status == "fetched" and len(batch.degraded) == 1
+    con = open_warehouse(tmp_path / "warehouse.duckdb")
+    try:
+        outcome = land(con, tmp_path / "raw", "run-capped", batch)
+    finally:
+        con.close()
+    assert outcome.status == "degraded" and outcome.offers_loaded > 0
+    assert f"holds {offers} offers" in (outcome.error or "")
+    assert "set VAST_API_KEY" in (outcome.hint or "")

@@ -21,7 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from connectors.http import USER_AGENT
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 MIGRATIONS_DIR = PACKAGE_DIR / "migrations"
@@ -50,6 +53,19 @@ class Settings(BaseSettings):
     accept_changes: bool = False  # publish held price jumps (the CLI's --accept-changes)
     # raw archive (warehouse/archive.py): bodies of runs that changed no price are kept this long
     raw_retention_days: int = 30
+    # sent with every request to a provider: who asks and where to reach them (connectors/http.py)
+    user_agent: str = USER_AGENT
+
+    @field_validator("user_agent")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        value = value.strip()
+        if not value or "\n" in value or "\r" in value:
+            raise ValueError(
+                "GPUCOST_USER_AGENT must be one non-empty line, e.g. "
+                "'gpucost/0.1.0 (+https://example.org/contact)'; unset it for the default"
+            )
+        return value
 
     @property
     def warehouse_path(self) -> Path:

@@ -34,6 +34,7 @@ from connectors import CONNECTORS
 from connectors.base import (
     Connector,
     ConnectorError,
+    Degraded,
     Excluded,
     FetchError,
     FxRate,
@@ -77,6 +78,7 @@ class ProviderBatch:
     unchanged: list[Unchanged] = field(default_factory=list)
     fx_rates: list[FxRate] = field(default_factory=list)
     excluded: Counter[str] = field(default_factory=Counter)
+    degraded: list[Degraded] = field(default_factory=list)  # the parse said the answer is incomplete
     fetch_seconds: float = 0.0
     error: str | None = None
     hint: str | None = None
@@ -175,6 +177,8 @@ def collect(
                 batch.excluded[item.reason] += item.count
             elif isinstance(item, FxRate):
                 batch.fx_rates.append(item)
+            elif isinstance(item, Degraded):
+                batch.degraded.append(item)
             else:
                 batch.offers.append(item)
     except ConnectorError as exc:
@@ -295,6 +299,11 @@ def land(
     status = result.status if batch.status == "fetched" else batch.status
     error = result.error if batch.status == "fetched" else batch.error
     hint = result.hint if batch.status == "fetched" else batch.hint
+    if batch.status == "fetched" and batch.degraded and status in LOADED:
+        # the connector knows its answer is incomplete: loaded, but never a clean run
+        status = "degraded"
+        error = "; ".join(filter(None, [error, *(d.reason for d in batch.degraded)]))
+        hint = "; ".join(filter(None, [hint, *dict.fromkeys(d.hint for d in batch.degraded)]))
     if result.quarantine_reasons:
         reasons = ", ".join(f"{n} {r}" for r, n in sorted(result.quarantine_reasons.items()))
         note = f"quarantined: {reasons} (see ops.quarantine; --accept-changes publishes price jumps)"
