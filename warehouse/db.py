@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     accept_changes: bool = False  # publish held price jumps (the CLI's --accept-changes)
     # raw archive (warehouse/archive.py): bodies of runs that changed no price are kept this long
     raw_retention_days: int = 30
+    # provider lifecycle (warehouse/lifecycle.py): a provider failing for longer than this since its
+    # last good run is stale: its offers leave prices, estimate, the page and the feeds by default
+    stale_after_hours: float = 48.0
 
     @property
     def warehouse_path(self) -> Path:
