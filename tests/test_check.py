@@ -62,7 +62,7 @@ def test_an_unresolved_host_is_not_retried_and_raises_host_not_found():
         return unresolved(request)
 
     client = make_client(transport=httpx.MockTransport(handler), retries=4, sleep=slept.append)
-    with pytest.raises(HostNotFound, match="host example.invalid did not resolve"):
+    with pytest.raises(HostNotFound, match=r"host example\.invalid did not resolve"):
         client.fetch("GET", "https://example.invalid/prices")
     assert (calls, slept) == (["example.invalid"], [])
     # a refused connection still gets the retry ladder
@@ -129,7 +129,12 @@ def test_judge_compares_a_parse_with_the_warehouses_current_offers():
     down = judge(batch([], "failed", "dns"), before)
     assert (down.status, down.reachable, down.passed, down.hint) == ("unreachable", False, False, "H")
     broken = judge(batch([], "failed", "layout"), None)
-    assert (broken.status, broken.reachable, broken.parsed, broken.offers_before) == ("failed", True, False, None)
+    assert (broken.status, broken.reachable, broken.parsed, broken.offers_before) == (
+        "failed",
+        True,
+        False,
+        None,
+    )
     skipped = judge(batch([], "skipped", "missing_credentials"), before)
     assert (skipped.status, skipped.reachable, skipped.passed) == ("skipped", None, True)
 

@@ -141,7 +141,9 @@ def stale_aws(con) -> None:
     """aws has failed for 72 h, runpod is healthy; marts built 72 h after the first failure."""
     two_providers(con)
     run(con, "r1", "aws", "failed", T0 + timedelta(hours=1), "HostNotFound: no DNS")
-    build_marts(con, now=T0 + timedelta(hours=73), stale_after_hours=48, finetune=finetune.build_finetune_marts)
+    build_marts(
+        con, now=T0 + timedelta(hours=73), stale_after_hours=48, finetune=finetune.build_finetune_marts
+    )
 
 
 def test_the_mart_marks_a_stale_providers_offers(con):

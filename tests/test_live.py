@@ -56,7 +56,9 @@ def test_provider_answers_with_mapped_gpu_offers(provider: str, tmp_path) -> Non
     mapped = [
         o
         for o in batch.offers
-        if catalog.resolve(o.provider, o.instance_type, o.gpu_name_raw, o.gpu_memory_gb_raw, o.gpu_count or None)
+        if catalog.resolve(
+            o.provider, o.instance_type, o.gpu_name_raw, o.gpu_memory_gb_raw, o.gpu_count or None
+        )
     ]
     assert mapped, f"{provider}: none of {len(batch.offers)} offers maps to a GPU of warehouse/seeds"
     if provider in WITH_SPOT:
