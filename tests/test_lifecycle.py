@@ -215,3 +215,118 @@ def test_a_run_is_offline_only_when_every_provider_that_ran_failed_on_dns():
     assert not summary([outcome("aws", "failed", "dns"), outcome("oci", "ok")], {}, "partial").offline
     assert not summary([outcome("aws", "failed", "unreachable")], {}, "failed").offline
     assert not summary([], {}, "ok").offline
+
+
+# --- the commands -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GPUCOST_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("GPUCOST_FEEDS_DIR", str(tmp_path / "feeds"))
+    monkeypatch.setenv("GPUCOST_HTTP_BACKOFF_SECONDS", "0.001")
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)  # the refresh runs in-process
+    return tmp_path / "data"
+
+
+def replay_warehouse_with_history(home: Path) -> datetime:
+    """The replay warehouse: cudo still has an open offer, vultr has failed for 72 h since its last
+    good run, runpod is healthy. Returns the time of vultr's first failure."""
+    from warehouse.db import open_warehouse
+
+    now = datetime.now(UTC)
+    failing_since = now - timedelta(hours=72)
+    con = open_warehouse(home / "replay" / "warehouse.duckdb")
+    con.execute(
+        "insert into ops.runs (run_id, started_at, finished_at, status, mode, providers) "
+        "values ('r0', ?, ?, 'partial', 'replay', ['vultr'])",
+        [failing_since, failing_since],
+    )
+    load_offers(con, "r0", "cudo", [make_offer("a6000", 0.79, provider="cudo", gpu_count=1.0)], now=now)
+    load_offers(con, "r0", "runpod", [make_offer("NVIDIA H100 80GB HBM3", 2.99, **RUNPOD_H100)], now=now)
+    load_offers(
+        con,
+        "r0",
+        "vultr",
+        [
+            make_offer(
+                "vcg-a100-1c",
+                1.29,
+                provider="vultr",
+                **{"gpu_name_raw": "NVIDIA_A100", "gpu_count": 1.0, "gpu_memory_gb_raw": 80.0},
+            )
+        ],
+        now=failing_since,
+    )
+    run(con, "r0", "runpod", "ok", now)
+    run(con, "r-1", "vultr", "ok", failing_since - timedelta(hours=1))
+    run(
+        con, "r0", "vultr", "failed", failing_since, "FetchError: GET https://api.vultr.com answered HTTP 500"
+    )
+    build_marts(con, now=now)
+    con.close()
+    return failing_since
+
+
+def test_status_says_which_providers_are_stale_since_when_and_why_and_which_are_retired(home):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    failing_since = replay_warehouse_with_history(home)
+    result = CliRunner().invoke(app, ["status"], terminal_width=300)
+    assert result.exit_code == 0, result.output
+    (vultr,) = [line for line in result.output.splitlines() if line.startswith("vultr: stale")]
+    assert f"since {failing_since:%Y-%m-%d %H:%M} UTC, 1 failed run(s)" in vultr
+    assert "last error: FetchError: GET https://api.vultr.com answered HTTP 500" in vultr
+    assert "cudo: retired since 2026-03-31" in result.output
+
+
+def test_prices_leave_stale_offers_out_unless_include_stale(home):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    replay_warehouse_with_history(home)
+    runner = CliRunner()
+    shown = runner.invoke(app, ["prices", "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert "vultr" not in shown.output and "runpod" in shown.output
+    every = runner.invoke(app, ["prices", "--json", "--include-stale"])
+    assert '"provider": "vultr"' in every.output and '"is_stale": true' in every.output
+
+
+def test_a_refresh_closes_retired_offers_and_a_stale_provider_failing_again_does_not_fail_it(home, tmp_path):
+    import json
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+    from tests.conftest import REPO
+
+    replay_warehouse_with_history(home)
+    cassette = tmp_path / "cassette"
+    shutil.copytree(REPO / "tests" / "replay" / "api.vultr.com", cassette / "api.vultr.com")
+    shutil.copytree(REPO / "tests" / "fixtures", tmp_path / "fixtures")  # bodies the cassette points at
+    for meta in (cassette / "api.vultr.com").glob("*.json"):
+        document = json.loads(meta.read_text())
+        document["response"]["status"] = 500
+        meta.write_text(json.dumps(document))
+    result = CliRunner().invoke(
+        app, ["refresh", "--providers", "vultr", "--replay", str(cassette)], terminal_width=300
+    )
+    assert result.exit_code == 0, result.output
+    assert "cudo is retired: closed its 1 open offers" in result.output
+    assert "still failing, stale and left out of the answers: vultr (since " in result.output
+    assert "did not load cleanly" not in result.output
+    con = duckdb.connect(str(home / "replay" / "warehouse.duckdb"), read_only=True)
+    try:
+        assert con.execute(
+            "select count(*) from core.offer_prices where provider = 'cudo' and valid_to is null"
+        ).fetchall() == [(0,)]
+        assert con.execute("select status from ops.runs order by started_at desc limit 1").fetchall() == [
+            ("failed",)
+        ]
+    finally:
+        con.close()
