@@ -330,3 +330,21 @@ def test_a_refresh_closes_retired_offers_and_a_stale_provider_failing_again_does
         ]
     finally:
         con.close()
+
+
+def test_export_and_report_take_include_stale(home, tmp_path):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    replay_warehouse_with_history(home)
+    runner = CliRunner()
+    for flag, rows in (([], 1), (["--include-stale"], 2)):
+        out = tmp_path / f"feeds{len(flag)}"
+        result = runner.invoke(app, ["export", "--format", "csv", "--out", str(out), *flag])
+        assert result.exit_code == 0, result.output
+        assert f"gpu_offers.v2.csv  ({rows} rows)" in result.output
+        site = tmp_path / f"site{len(flag)}"
+        assert runner.invoke(app, ["report", "--out", str(site), *flag]).exit_code == 0
+        page = (site / "index.html").read_text()
+        assert ("vcg-a100-1c" in page) == bool(flag)
