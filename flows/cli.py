@@ -365,7 +365,7 @@ def check(
     from warehouse.check import baselines
     from warehouse.check import check as run_check
     from warehouse.load import previous_validators
-    from warehouse.pipeline import credentials_for, environment, select_connectors
+    from warehouse.pipeline import CAUSE_HINTS, credentials_for, environment, select_connectors
 
     names = [p.strip() for p in providers.split(",") if p.strip()] if providers else None
     try:
@@ -425,12 +425,15 @@ def check(
                     _yes_no(r.parsed),
                     r.offers,
                     _change(r.offers_before, r.offers, r.appeared, r.gone) if r.parsed else "",
-                    r.hint or (r.error or ""),
+                    # a cause with a hint of its own (no DNS) is said once, below the table
+                    f"see below ({r.cause})" if r.cause in CAUSE_HINTS else r.hint or (r.error or ""),
                 )
                 for r in results
             ],
             title=f"check ({'replay ' + str(replay) if replay else 'live'}): nothing loaded",
         )
+        for cause in sorted({r.cause for r in results if r.cause is not None and r.cause in CAUSE_HINTS}):
+            err.print(f"{cause}: {CAUSE_HINTS[cause]}", soft_wrap=True)
     failed = [r for r in results if not r.passed]
     if failed:
         raise _fail(

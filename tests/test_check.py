@@ -163,3 +163,20 @@ def test_check_exits_non_zero_when_a_source_cannot_be_read(home, tmp_path):
     assert result.exit_code == 1
     assert "1 source(s) did not pass: linode (unreachable)" in result.output
     assert runner.invoke(app, ["check", "--providers", "cudo"]).exit_code == 2
+
+
+def test_check_with_no_network_says_the_offline_hint_once(home, monkeypatch):
+    import flows.cli  # noqa: F401  (the command imports make_client from connectors.http)
+    from connectors import http
+
+    real = http.make_client
+    monkeypatch.setattr(
+        http, "make_client", lambda **kw: real(**kw, transport=httpx.MockTransport(unresolved))
+    )
+    result = runner.invoke(app, ["check", "--providers", "vultr,linode,oci"], terminal_width=200)
+    assert result.exit_code == 1
+    assert result.output.count(CAUSE_HINTS["dns"]) == 1, result.output
+    assert (
+        "3 source(s) did not pass: oci (unreachable), vultr (unreachable), linode (unreachable)"
+        in result.output
+    )

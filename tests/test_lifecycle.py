@@ -117,6 +117,12 @@ def test_stale_after_hours_is_a_setting_with_a_48_hour_default(monkeypatch):
     assert Settings().stale_after_hours == 48
     monkeypatch.setenv("GPUCOST_STALE_AFTER_HOURS", "6")
     assert Settings().stale_after_hours == 6
+    # zero or less would make every failing provider stale at once
+    from pydantic import ValidationError
+
+    monkeypatch.setenv("GPUCOST_STALE_AFTER_HOURS", "0")
+    with pytest.raises(ValidationError):
+        Settings()
 
 
 def test_a_provider_is_stale_once_it_has_failed_longer_than_the_setting_since_its_last_good_run(con):

@@ -51,6 +51,7 @@ class CheckResult:
     fetch_seconds: float
     error: str | None
     hint: str | None
+    cause: str | None = None  # warehouse.pipeline.CAUSES, for a failed fetch or parse
 
     @property
     def passed(self) -> bool:
@@ -107,6 +108,7 @@ def judge(batch: ProviderBatch, before: Baseline | None) -> CheckResult:
         fetch_seconds=batch.fetch_seconds,
         error=batch.error,
         hint=hint,
+        cause=batch.cause,
     )
 
 

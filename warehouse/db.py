@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+from pydantic import PositiveFloat
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -52,7 +53,7 @@ class Settings(BaseSettings):
     raw_retention_days: int = 30
     # provider lifecycle (warehouse/lifecycle.py): a provider failing for longer than this since its
     # last good run is stale: its offers leave prices, estimate, the page and the feeds by default
-    stale_after_hours: float = 48.0
+    stale_after_hours: PositiveFloat = 48.0
 
     @property
     def warehouse_path(self) -> Path:
