@@ -135,6 +135,15 @@ def test_judge_compares_a_parse_with_the_warehouses_current_offers():
         False,
         None,
     )
+    from connectors.base import Unchanged
+
+    carried = batch(["a"])
+    carried.unchanged.append(Unchanged({"region": "us-east-1"}))
+    kept = judge(carried, before)
+    assert kept.passed and kept.gone == () and "1 part(s) unchanged" in (kept.hint or "")
+    nothing_new = batch([])
+    nothing_new.unchanged.append(Unchanged({"region": "us-east-1"}))
+    assert judge(nothing_new, before).status == "ok"
     skipped = judge(batch([], "skipped", "missing_credentials"), before)
     assert (skipped.status, skipped.reachable, skipped.passed) == ("skipped", None, True)
 

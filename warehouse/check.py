@@ -91,7 +91,9 @@ def judge(batch: ProviderBatch, before: Baseline | None) -> CheckResult:
         hint = "the answer parsed to no offers: has the source changed its format? (a refresh would hold it)"
     else:
         status, reachable, parsed = "ok", True, True
-        if before and batch.offers and len(batch.offers) < before.offers * (1 - SHRINK_LIMIT):
+        if batch.unchanged:  # `offers` counts only what was re-read
+            hint = f"{len(batch.unchanged)} part(s) unchanged since the last good run, not re-read"
+        elif before and batch.offers and len(batch.offers) < before.offers * (1 - SHRINK_LIMIT):
             hint = (
                 f"{before.offers} current offers would shrink to {len(batch.offers)}: a refresh holds "
                 "shrunk scopes at their last good prices (`gpucost refresh --accept-shrink` takes them)"
