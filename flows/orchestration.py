@@ -351,7 +351,7 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
             outcome = runner.step(
                 f"load {batch.provider}", _land, con, home_dir / "raw", run_id, batch, guards
             )
-            log.info(describe_outcome(outcome))
+            log.log(logging.DEBUG if outcome.cause == "dns" else logging.INFO, describe_outcome(outcome))
             outcomes.append(outcome)
         order = [c.name for c in connectors]
         outcomes.sort(key=lambda o: order.index(o.provider))
