@@ -58,6 +58,7 @@ Errors (all subclass `ConnectorError`)::
     ├── LayoutChanged         a payload or page no longer has the shape the parser expects
     └── FetchError            the provider could not be fetched (after the HTTP layer's retries)
         ├── Unreachable       no connection at all: DNS, refused, connect timeout
+        │   └── HostNotFound  the host name did not resolve: never retried (offline, or DNS down)
         ├── ResponseTooLarge  a body exceeded the size cap
         ├── DeadlineExceeded  a request or a whole provider passed its overall deadline
         └── ReplayMiss        replay mode met a request the cassette has no answer for
@@ -172,6 +173,11 @@ class FetchError(ConnectorError):
 
 class Unreachable(FetchError):
     """The host could not be reached at all (DNS failure, connection refused, connect timeout)."""
+
+
+class HostNotFound(Unreachable):
+    """The host name did not resolve. Not retried: with no network every provider fails this way
+    at once, and the refresh says so in one line (flows/orchestration.py) instead of a retry ladder."""
 
 
 class ResponseTooLarge(FetchError):

@@ -1,5 +1,11 @@
 """Cudo Compute: GPU VM prices assembled from per-component machine-type prices.
 
+Retired: the public on-demand platform shut down on 2026-03-31 (dstack's "Drop cudo backend",
+https://github.com/dstackai/dstack/pull/4018, 2026-07-09; gpuhunt dropped its provider on
+2026-06-12, https://github.com/dstackai/gpuhunt/pull/237). `warehouse/seeds/provider_lifecycle.csv`
+says so, so no refresh or check asks it any more; the module stays registered so that the raw
+archive's Cudo responses still parse (tests/test_cudo.py keeps the parser honest).
+
 Source: `GET https://rest.compute.cudo.org/v1/vms/machine-types-2` (keyless REST; no documented
 rate limit; one request a run). The answer is `{"machineTypes": [...]}`; a bare list of the same
 objects (how the only capture we hold stores them) is read too. One machine type is one host type

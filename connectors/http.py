@@ -5,7 +5,8 @@ which returns a `RawResponse`. The behaviour lives in a stack of transports, eac
 
     HostLimitTransport   at most `per_host` requests in flight to one host (until the body is read)
     RetryTransport       retries 429/5xx and connection errors with exponential backoff and jitter,
-                         honouring `Retry-After`; never retries other 4xx
+                         honouring `Retry-After`; never retries other 4xx, nor a host name that
+                         does not resolve (`HostNotFound`: offline, a retry ladder only delays that)
     SizeCapTransport     fails a response whose body grows past `max_bytes` (per request overridable)
     RecordTransport      (record=DIR) writes every exchange to a cassette as it streams through
     HTTPTransport | ReplayTransport (replay=DIR) serves exchanges from a cassette; a request it has
@@ -53,6 +54,7 @@ import logging
 import queue
 import random
 import re
+import socket
 import ssl
 import tempfile
 import threading
@@ -75,6 +77,7 @@ from connectors.base import (
     BodyParser,
     DeadlineExceeded,
     FetchError,
+    HostNotFound,
     RawResponse,
     ReplayMiss,
     ResponseTooLarge,
@@ -389,6 +392,28 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+# What resolvers say when a name does not resolve (glibc, musl, macOS, Windows), for errors whose
+# `socket.gaierror` cause was not kept
+_UNRESOLVED = re.compile(
+    r"name resolution|name or service not known|nodename nor servname|getaddrinfo failed|"
+    r"no address associated with hostname",
+    re.IGNORECASE,
+)
+
+
+def name_not_resolved(exc: BaseException) -> bool:
+    """Whether a connection error is a host name that did not resolve (DNS), not a refused or
+    timed-out connection: the only connection error that retrying cannot mend within a run."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # httpx -> httpcore -> socket: a short chain; bounded against cycles
+        if seen is None:
+            break
+        if isinstance(seen, socket.gaierror):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return isinstance(exc, httpx.ConnectError) and bool(_UNRESOLVED.search(str(exc)))
+
+
 class RetryTransport(httpx.BaseTransport):
     """Retries 429/5xx responses and connection errors; never other 4xx.
 
@@ -431,6 +456,7 @@ class RetryTransport(httpx.BaseTransport):
                 delay = self._delay(attempt, None)
                 if (
                     isinstance(exc, httpx.UnsupportedProtocol)
+                    or name_not_resolved(exc)
                     or attempt >= self._retries
                     or not self._time_left(request, delay)
                 ):
@@ -863,6 +889,10 @@ class Client(httpx.Client):
             except httpx.TransportError as exc:
                 if isinstance(exc, httpx.TimeoutException) and time.monotonic() > deadline:
                     _check_deadline(deadline, what)
+                if name_not_resolved(exc):
+                    raise HostNotFound(
+                        f"{what}: host {request.url.host} did not resolve ({redact(str(exc), self.secrets)})"
+                    ) from None
                 error = (
                     Unreachable if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) else FetchError
                 )
@@ -1034,6 +1064,7 @@ __all__ = [
     "Client",
     "fetch_concurrently",
     "make_client",
+    "name_not_resolved",
     "provider_deadline",
     "redact",
     "redact_bytes",

@@ -3,7 +3,8 @@
 gpucost refresh [--providers azure,runpod] [--replay DIR | --record DIR]
 gpucost sql "select ..."            read-only SQL against the warehouse
 gpucost export --format parquet --out feeds/
-gpucost status                      last run per provider
+gpucost status                      last run per provider; stale and retired providers
+gpucost check [--providers a,b]     fetch + parse each source once, load nothing, compare
 gpucost deploy                      register the scheduled deployments (deployments/prefect.yaml)
 
 Bad input (an unknown provider, a missing cassette, a busy warehouse, an unwritable folder) is
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import duckdb
 import typer
@@ -35,6 +36,9 @@ from warehouse.db import (
     open_reader,
 )
 from warehouse.export import FORMATS, write_feeds
+
+if TYPE_CHECKING:
+    from flows.orchestration import RefreshSummary
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 
@@ -235,6 +239,11 @@ def refresh(
         accept_changes=accept_changes,
         settings=settings,
     )
+    if summary.offline:
+        from warehouse.pipeline import CAUSE_HINTS
+
+        ran = [o for o in summary.outcomes if o.status != "skipped"]
+        raise _fail(f"offline: none of the {len(ran)} providers' hosts resolved; {CAUSE_HINTS['dns']}")
     total = time.perf_counter() - STARTED
     _print_frame(
         [
@@ -285,14 +294,10 @@ def refresh(
             f"Query them with GPUCOST_HOME={settings.replay_home} or, while no live warehouse "
             "exists, with the commands as they are.[/]"
         )
-    for o in summary.outcomes:
-        if o.status != "ok":
-            err.print(f"[bold]{o.provider} {o.status}:[/] {o.error}", soft_wrap=True)
-            if o.hint:
-                err.print(f"  what to do: {o.hint}", soft_wrap=True)
+    _print_problems(summary)
     if summary.published:
         console.print(summary.published)
-    unclean = summary.failed + summary.degraded
+    unclean = summary.unclean
     if summary.publish_error:
         raise _fail(f"the refresh loaded, but publishing the feeds failed: {summary.publish_error}")
     if unclean:
@@ -301,6 +306,159 @@ def refresh(
             f"{len(unclean)} provider(s) did not load cleanly: {names_text}; their last good prices "
             "stay current (see the table above)"
         )
+
+
+def _print_problems(summary: RefreshSummary) -> None:
+    """What did not go well, on stderr: failures sharing a cause with a hint of its own
+    (`CAUSE_HINTS`) in one line per cause, every other one per provider with its hint, providers
+    still failing since they went stale in one line, retired providers' closed offers."""
+    from warehouse.pipeline import CAUSE_HINTS
+
+    outcomes = [o for o in summary.outcomes if o.status != "ok"]
+    stale = summary.stale
+    grouped: dict[str, list[str]] = {}
+    for o in outcomes:
+        if o.cause in CAUSE_HINTS and o.provider not in stale:
+            grouped.setdefault(o.cause, []).append(o.provider)
+    for o in outcomes:
+        if o.provider in stale or o.provider in grouped.get(o.cause or "", ()):
+            continue
+        err.print(f"[bold]{o.provider} {o.status}:[/] {o.error}", soft_wrap=True)
+        if o.hint:
+            err.print(f"  what to do: {o.hint}", soft_wrap=True)
+    for cause, providers in grouped.items():
+        err.print(f"[bold]{', '.join(providers)} failed ({cause}):[/] {CAUSE_HINTS[cause]}", soft_wrap=True)
+    still = summary.still_failing
+    if still:
+        names = ", ".join(f"{o.provider} (since {stale[o.provider]:%Y-%m-%d %H:%M} UTC)" for o in still)
+        err.print(
+            f"[yellow]still failing, stale and left out of the answers: {names}; this does not fail "
+            "the refresh (`gpucost status` says why)[/]",
+            soft_wrap=True,
+        )
+    for provider, count in summary.retired_closed.items():
+        console.print(f"{provider} is retired: closed its {count} open offers (see `gpucost status`)")
+
+
+@app.command()
+def check(
+    providers: Annotated[
+        str | None, typer.Option(help="Comma-separated provider slugs (default: all but retired ones).")
+    ] = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option(help="Answer every request from this recorded cassette (offline), e.g. tests/replay."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")] = False,
+) -> None:
+    """Fetch and parse each source once, load nothing, and compare with the warehouse's current offers.
+
+    Exit code 1 when a source is unreachable, fails or parses to nothing (skipped for missing
+    credentials is not a failure); 2 for bad input.
+    """
+    import json
+    import tempfile
+
+    import httpx
+
+    from connectors.http import make_client
+    from warehouse.check import baselines
+    from warehouse.check import check as run_check
+    from warehouse.load import previous_validators
+    from warehouse.pipeline import CAUSE_HINTS, credentials_for, environment, select_connectors
+
+    names = [p.strip() for p in providers.split(",") if p.strip()] if providers else None
+    try:
+        connectors = select_connectors(names)
+    except ValueError as exc:
+        raise _fail(str(exc), code=2) from None
+    if replay is not None:
+        _check_replay_dir(replay)
+    settings = Settings()
+    env = environment()
+    creds = {c.name: credentials_for(c, env, replay=replay is not None) for c in connectors}
+    before, previous = {}, {}
+    try:
+        con, _ = open_reader(settings)
+    except WarehouseError:
+        con = None  # no warehouse yet: nothing to compare with
+    if con is not None:
+        try:
+            slugs = [c.name for c in connectors]
+            before = baselines(con, slugs)
+            if replay is None:  # a cassette answers the requests it recorded, not conditional ones
+                previous = {slug: previous_validators(con, slug) for slug in slugs}
+        finally:
+            con.close()
+    with tempfile.TemporaryDirectory(prefix="gpucost-check-") as spool:
+        client = make_client(
+            secrets=[v for _, values in creds.values() for v in values],
+            timeout=httpx.Timeout(settings.http_timeout_seconds, connect=10.0),
+            retries=settings.http_retries,
+            backoff=settings.http_backoff_seconds,
+            per_host=settings.http_per_host,
+            replay=replay,
+            spool_dir=Path(spool),
+            request_deadline=settings.http_request_deadline_seconds,
+        )
+        with client:
+            results = run_check(
+                connectors,
+                client,
+                {name: pair[0] for name, pair in creds.items()},
+                before,
+                previous=previous,
+                deadline_seconds=settings.provider_deadline_seconds,
+            )
+    if as_json:
+        console.out(
+            json.dumps([r.__dict__ | {"passed": r.passed} for r in results], indent=2), highlight=False
+        )
+    else:
+        _print_frame(
+            ["provider", "status", "reachable", "parsed", "offers", "change", "what to do"],
+            [
+                (
+                    r.provider,
+                    r.status,
+                    _yes_no(r.reachable),
+                    _yes_no(r.parsed),
+                    r.offers,
+                    _change(r.offers_before, r.offers, r.appeared, r.gone) if r.parsed else "",
+                    # a cause with a hint of its own (no DNS) is said once, below the table
+                    f"see below ({r.cause})" if r.cause in CAUSE_HINTS else r.hint or (r.error or ""),
+                )
+                for r in results
+            ],
+            title=f"check ({'replay ' + str(replay) if replay else 'live'}): nothing loaded",
+        )
+        for cause in sorted({r.cause for r in results if r.cause is not None and r.cause in CAUSE_HINTS}):
+            err.print(f"{cause}: {CAUSE_HINTS[cause]}", soft_wrap=True)
+    failed = [r for r in results if not r.passed]
+    if failed:
+        raise _fail(
+            f"{len(failed)} source(s) did not pass: "
+            + ", ".join(f"{r.provider} ({r.status})" for r in failed)
+        )
+
+
+def _yes_no(value: bool | None) -> str:
+    return "" if value is None else "yes" if value else "NO"
+
+
+def _change(before: int | None, after: int, appeared: tuple[str, ...], gone: tuple[str, ...]) -> str:
+    """ "120→118, +1 type (a), -3 types (b, c, d)": the offer count against the warehouse's."""
+
+    def names(items: tuple[str, ...]) -> str:
+        shown = ", ".join(items[:3])
+        return f"{shown}, +{len(items) - 3} more" if len(items) > 3 else shown
+
+    if before is None:
+        return "new (nothing in the warehouse)"
+    parts = [f"{before}→{after}"]
+    parts += [f"+{len(appeared)} type(s) ({names(appeared)})"] if appeared else []
+    parts += [f"-{len(gone)} type(s) ({names(gone)})"] if gone else []
+    return ", ".join(parts)
 
 
 @app.command()
@@ -353,6 +511,14 @@ def export(
     out: Annotated[
         Path | None, typer.Option(help="Folder for the feeds (default: GPUCOST_FEEDS_DIR or feeds/).")
     ] = None,
+    include_stale: Annotated[
+        bool,
+        typer.Option(
+            "--include-stale",
+            help="Keep offers of providers failing for longer than GPUCOST_STALE_AFTER_HOURS in the offer "
+            "feeds (their last_seen_at shows the age).",
+        ),
+    ] = False,
 ) -> None:
     """Write the feeds (explicit, versioned column lists) from the current marts, and the manifest.
 
@@ -370,7 +536,7 @@ def export(
     _writable_dir(out or Settings().feeds_dir, "--out folder")
     con = _read_only(sandbox=False)  # it writes the feed files; the SQL is ours, not a user's
     try:
-        written = write_feeds(con, out or Settings().feeds_dir, formats)  # type: ignore[arg-type]
+        written = write_feeds(con, out or Settings().feeds_dir, formats, include_stale=include_stale)  # type: ignore[arg-type]
     finally:
         con.close()
     if not written:
@@ -391,6 +557,14 @@ def report(
         Path | None,
         typer.Option(help="Folder for index.html (default: site/ beside the feeds of the warehouse read)."),
     ] = None,
+    include_stale: Annotated[
+        bool,
+        typer.Option(
+            "--include-stale",
+            help="Show offers of providers failing for longer than GPUCOST_STALE_AFTER_HOURS in the "
+            "comparison.",
+        ),
+    ] = False,
 ) -> None:
     """Write the comparison page: one self-contained index.html (opens from file://, no network)."""
     from warehouse.report import ReportUnavailable, default_site_dir, write_report
@@ -399,7 +573,7 @@ def report(
     _writable_dir(folder, "--out folder")
     con = _read_only()
     try:
-        page = write_report(con, folder)
+        page = write_report(con, folder, include_stale=include_stale)
     except ReportUnavailable as exc:
         raise _fail(str(exc)) from None
     finally:
@@ -410,9 +584,17 @@ def report(
 
 @app.command()
 def status() -> None:
-    """The last run of each provider: when, status, rows, error."""
+    """The last run of each provider: when, status, rows, error; which providers are failing or
+    stale (failing for longer than GPUCOST_STALE_AFTER_HOURS), since when and why; retired ones."""
+    from datetime import UTC, datetime
+
+    from warehouse.lifecycle import closed_as_retired, provider_health, retired
+
+    settings = Settings()
     con = _read_only()
     try:
+        health = provider_health(con, datetime.now(UTC), settings.stale_after_hours)
+        closed = closed_as_retired(con)
         rel = con.sql(
             """
             select
@@ -451,6 +633,26 @@ def status() -> None:
     for run_id, status, started, error in runs:
         console.print(
             f"run {run_id} {status} (started {started:%Y-%m-%d %H:%M} UTC){': ' + error if error else ''}"
+        )
+    for row in health.iter_rows(named=True):
+        state = row["provider_state"]
+        kind = (
+            "[bold red]stale[/] (left out of the answers; --include-stale shows them)"
+            if state == "stale"
+            else "failing"
+        )
+        console.print(
+            f"{row['provider']}: {kind} since {row['provider_failing_since']:%Y-%m-%d %H:%M} UTC, "
+            f"{row['failed_runs']} failed run(s); last error: {row['last_error'] or 'none recorded'}",
+            soft_wrap=True,
+            highlight=False,
+        )
+    for provider, retirement in sorted(retired().items()):
+        console.print(
+            f"{provider}: retired since {retirement.since:%Y-%m-%d} ({retirement.reason}; "
+            f"{retirement.source}); {closed.get(provider, 0)} offers closed as retired",
+            soft_wrap=True,
+            highlight=False,
         )
 
 

@@ -74,6 +74,7 @@ from finetune.placement import USABLE_VRAM_FRACTION, MemoryTable, place
 from flows.cli_prices import (
     FILTERS,
     GpuFilterHelp,
+    IncludeStaleOpt,
     MaxPriceOpt,
     MinVramOpt,
     ProviderOpt,
@@ -568,6 +569,7 @@ def estimate(
             "--all", rich_help_panel=FILTERS, help="Also show offers folded off the time/cost frontier."
         ),
     ] = False,
+    include_stale: IncludeStaleOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Rank current offers by what this fine-tuning run would cost, or estimate on stated hardware (--gpu).
@@ -603,7 +605,9 @@ def estimate(
     )
     dataset_tokens = parse_tokens(tokens)
     fjob = FinetuneJob("adhoc", spec.model_id, job, int(dataset_tokens), epochs)
-    filters = make_filters(offer_gpu, provider, region, min_vram, True if spot_only else None, max_price)
+    filters = make_filters(
+        offer_gpu, provider, region, min_vram, True if spot_only else None, max_price, include_stale
+    )
     if gpu is not None:
         if filters != OfferFilters():
             raise _fail(

@@ -70,6 +70,15 @@ SpotOpt = Annotated[
         "--spot/--on-demand", rich_help_panel=FILTERS, help="Only spot, or only on-demand (default: both)."
     ),
 ]
+IncludeStaleOpt = Annotated[
+    bool,
+    typer.Option(
+        "--include-stale",
+        rich_help_panel=FILTERS,
+        help="Also show offers of providers failing for longer than GPUCOST_STALE_AFTER_HOURS "
+        "(default 48; `gpucost status` says which and why).",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV rows instead of a table.")]
 
@@ -90,6 +99,7 @@ def make_filters(
     min_vram: float | None = None,
     spot: bool | None = None,
     max_price: float | None = None,
+    include_stale: bool = False,
 ) -> OfferFilters:
     """The options as `OfferFilters` (comma-separated lists split)."""
     return OfferFilters(
@@ -99,6 +109,7 @@ def make_filters(
         min_vram_gb=min_vram,
         spot=spot,
         max_usd_per_gpu_hour=max_price,
+        include_stale=include_stale,
     )
 
 
@@ -210,6 +221,7 @@ PRICE_COLUMNS = (
     "price_since",
     "last_seen_at",
     "price_age_hours",
+    "is_stale",
 )
 
 
@@ -222,6 +234,7 @@ def prices(
     min_vram: MinVramOpt = None,
     spot: SpotOpt = None,
     max_price: MaxPriceOpt = None,
+    include_stale: IncludeStaleOpt = False,
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
 ) -> None:
@@ -233,7 +246,7 @@ def prices(
     """
     if as_json and as_csv:
         raise _fail("--json and --csv are exclusive", code=2)
-    filters = make_filters(gpu, provider, region, min_vram, spot, max_price)
+    filters = make_filters(gpu, provider, region, min_vram, spot, max_price, include_stale)
     now = datetime.now(UTC)
     con, banner = open_answers()
     try:
@@ -266,7 +279,8 @@ def _prices_table(rows: pl.DataFrame) -> Table:
         show_edge=False,
         title="cheapest offer per GPU and provider, USD",
         caption='≥: a "from" (lower-bound) page price; p10, w.avg: the marketplace statistic; '
-        "+N: N more offers of that GPU, provider and kind",
+        "+N: N more offers of that GPU, provider and kind; stale: its provider has been failing "
+        "(gpucost status)",
     )
     table.add_column("GPU", no_wrap=True)
     table.add_column("provider", no_wrap=True)
@@ -291,7 +305,7 @@ def _prices_table(rows: pl.DataFrame) -> Table:
             price_text(r["price_usd_per_hour"], r["price_is_from"]),
             gpus_text(r["gpu_count"], r["intra_node_interconnect"]),
             source_text(r["price_source"], r["price_statistic"]),
-            format_age(r["price_age_hours"]),
+            format_age(r["price_age_hours"]) + (" stale" if r["is_stale"] else ""),
             f"{r['region']}{more}",
             end_section=last,
         )

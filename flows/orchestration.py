@@ -1,8 +1,17 @@
 """The refresh, written once: the sequence every runner drives.
 
-    check and record the run (a short write) -> fetch + parse every provider at once (warehouse
-    closed) -> land one provider at a time (reference rates first) -> rebuild marts -> write feeds
-    -> finish the run and summarise it
+    check and record the run, close retired providers' offers, note which providers are stale (a
+    short write) -> fetch + parse every provider at once (warehouse closed) -> land one provider at
+    a time (reference rates first) -> rebuild marts -> write feeds -> finish the run and summarise it
+
+What a run's outcome means for its caller (the CLI's exit code, the flow's final state) is
+`RefreshSummary.unclean`: the providers that failed, were rejected or degraded *and were not
+already stale when the run began*. A provider failing for longer than
+`Settings.stale_after_hours` is already excluded from every answer; failing again is news to no
+one, so it is reported in one line (`still_failing`) and does not fail the run, or every refresh
+would exit 1 until someone deletes the provider. Retired providers do not run at all. Failures
+share one hint per cause (`warehouse.pipeline.CAUSE_HINTS`); a run in which every provider failed
+because no host name resolved is `offline`, said once.
 
 A `Runner` decides only *how* each step executes: `flows.refresh` drives it with Prefect tasks (a
 flow run with task states, logs and artifacts on a Prefect server), `LocalRunner` here with a plain
@@ -32,6 +41,7 @@ from connectors.base import Connector
 from connectors.http import make_client
 from warehouse.db import Settings, check_mode, open_warehouse, open_warehouse_when_free
 from warehouse.export import write_feeds
+from warehouse.lifecycle import close_retired, retired, stale_providers
 from warehouse.load import Guards, previous_validators
 from warehouse.marts import build_marts
 from warehouse.pipeline import (
@@ -57,6 +67,7 @@ CHEAPEST_SQL = """
     select gpu_name, provider, instance_type, region, pricing_type, price_source,
         round(price_usd_per_gpu_hour, 4) as usd_per_gpu_hour
     from marts.gpu_offers
+    where not is_stale
     qualify row_number() over (partition by gpu_name order by price_usd_per_gpu_hour) = 1
     order by vram_gb desc, usd_per_gpu_hour
     limit 25
@@ -77,6 +88,9 @@ class RefreshSummary:
     report: str | None = None  # the comparison page written next to the feeds
     published: str | None = None  # what publishing to GPUCOST_FEEDS_URL did, when it is set
     publish_error: str | None = None
+    # providers stale when the run began (provider -> failing since) and retired offers it closed
+    stale: dict[str, datetime] = field(default_factory=dict)
+    retired_closed: dict[str, int] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[ProviderOutcome]:
@@ -85,6 +99,22 @@ class RefreshSummary:
     @property
     def degraded(self) -> list[ProviderOutcome]:
         return [o for o in self.outcomes if o.status == "degraded"]
+
+    @property
+    def unclean(self) -> list[ProviderOutcome]:
+        """Failed, rejected or degraded, and not already stale: what fails the run (module docstring)."""
+        return [o for o in self.failed + self.degraded if o.provider not in self.stale]
+
+    @property
+    def still_failing(self) -> list[ProviderOutcome]:
+        """Providers stale when the run began that did not load this time either."""
+        return [o for o in self.failed + self.degraded if o.provider in self.stale]
+
+    @property
+    def offline(self) -> bool:
+        """Whether every provider that ran failed because no host name resolved."""
+        ran = [o for o in self.outcomes if o.status != "skipped"]
+        return bool(ran) and all(o.cause == "dns" for o in ran)
 
 
 @dataclass(frozen=True)
@@ -274,8 +304,13 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
             r for (r,) in con.execute("select run_id from ops.runs where status = 'running'").fetchall()
         ]
         previous = {c.name: previous_validators(con, c.name) for c in connectors}
+        began = datetime.now(UTC)
+        closed = close_retired(con, run_id, began, retired())
+        stale = stale_providers(con, began, settings.stale_after_hours)
     finally:
         con.close()
+    for provider, count in closed.items():
+        log.warning("%s is retired: closed its %d open offers", provider, count)
     clear_spool(spool_root, keep=running)
 
     client = make_client(
@@ -294,7 +329,13 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
     client.progress = progress
     outcomes: list[ProviderOutcome] = []
     summary = RefreshSummary(
-        run_id=run_id, status="failed", mode=plan.mode, outcomes=outcomes, runner=runner.name
+        run_id=run_id,
+        status="failed",
+        mode=plan.mode,
+        outcomes=outcomes,
+        runner=runner.name,
+        stale=stale,
+        retired_closed=closed,
     )
     con = None
     try:
@@ -311,11 +352,11 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
             outcome = runner.step(
                 f"load {batch.provider}", _land, con, home_dir / "raw", run_id, batch, guards
             )
-            log.info(describe_outcome(outcome))
+            log.log(logging.DEBUG if outcome.cause == "dns" else logging.INFO, describe_outcome(outcome))
             outcomes.append(outcome)
         order = [c.name for c in connectors]
         outcomes.sort(key=lambda o: order.index(o.provider))
-        summary.mart_rows = runner.step("build marts", _build_marts, con)
+        summary.mart_rows = runner.step("build marts", _build_marts, con, settings.stale_after_hours)
         con.execute("update ops.runs set marts_built_at = ? where run_id = ?", [datetime.now(UTC), run_id])
         summary.feeds = runner.step("write feeds", _write_feeds, con, out_dir, run_id, plan.mode == "replay")
         summary.report = str(runner.step("write report", write_report, con, out_dir / SITE_DIR_NAME))
@@ -357,7 +398,15 @@ def _fetch_job(
         batch = collect(
             connector, client, creds, previous, deadline_seconds=settings.provider_deadline_seconds
         )
-        (log.info if batch.status == "fetched" else log.warning)(describe_batch(batch))
+        # an unresolved host name is said once for the whole run (RefreshSummary.offline, CAUSE_HINTS)
+        level = (
+            logging.INFO
+            if batch.status == "fetched"
+            else logging.DEBUG
+            if batch.cause == "dns"
+            else logging.WARNING
+        )
+        log.log(level, describe_batch(batch))
         return batch
 
     return job
@@ -367,10 +416,10 @@ def _land(con: Any, raw_root: Path, run_id: str, batch: ProviderBatch, guards: G
     return land(con, raw_root, run_id, batch, guards=guards)
 
 
-def _build_marts(con: Any) -> dict[str, int]:
+def _build_marts(con: Any, stale_after_hours: float) -> dict[str, int]:
     from warehouse import finetune
 
-    return build_marts(con, finetune=finetune.build_finetune_marts)
+    return build_marts(con, finetune=finetune.build_finetune_marts, stale_after_hours=stale_after_hours)
 
 
 def _write_feeds(con: Any, out_dir: Path, run_id: str, sample: bool) -> list[str]:

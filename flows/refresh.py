@@ -8,7 +8,12 @@ the HTTP client, not here.
 Final states, for Prefect automations: `Completed` when every provider loaded cleanly (or was
 skipped for missing credentials); `Completed` named **`Partial`** when some loaded and some
 failed, were rejected or degraded (alert on the flow-run state name `Partial`); `Failed` when
-nothing loaded. `--replay` writes to its own warehouse and feeds under `$GPUCOST_HOME/replay/`.
+nothing loaded. A provider that was already stale when the run began (failing for longer than
+GPUCOST_STALE_AFTER_HOURS) and fails again counts for neither: its offers are out of every answer
+already, and the state's message names it (`RefreshSummary.unclean` in flows/orchestration.py is
+the rule, shared with the CLI's exit code). Retired providers (seeds/provider_lifecycle.csv) are
+not in the default provider set. `--replay` writes to its own warehouse and feeds under
+`$GPUCOST_HOME/replay/`.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from prefect.states import Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.orchestration import RefreshPlan, RefreshSummary, describe_batch, run_refresh
-from warehouse.pipeline import NOT_CLEAN, ProviderBatch
+from warehouse.pipeline import ProviderBatch
 
 T = TypeVar("T")
 
@@ -150,15 +155,17 @@ def refresh(
 
 def final_state(summary: RefreshSummary) -> State:
     """The flow run's state: what a Prefect automation alerts on (see the module docstring)."""
-    bad = [o for o in summary.outcomes if o.status in NOT_CLEAN]
+    bad = summary.unclean
     names = ", ".join(f"{o.provider} {o.status}" for o in bad)
-    if summary.status == "failed":
-        return Failed(message=f"nothing loaded: {names or 'no provider ran'}", data=summary)
-    if summary.status == "partial":
+    stale = ", ".join(o.provider for o in summary.still_failing)
+    still = f"; still failing, stale and out of the answers: {stale}" if stale else ""
+    if summary.status == "failed" and (bad or not stale):
+        return Failed(message=f"nothing loaded: {names or 'no provider ran'}{still}", data=summary)
+    if bad:
         return Completed(
-            name="Partial", message=f"some providers did not load cleanly: {names}", data=summary
+            name="Partial", message=f"some providers did not load cleanly: {names}{still}", data=summary
         )
-    return Completed(message=f"{len(summary.outcomes)} providers refreshed", data=summary)
+    return Completed(message=f"{len(summary.outcomes)} providers refreshed{still}", data=summary)
 
 
 def _publish_artifact(summary: RefreshSummary) -> None:

@@ -70,6 +70,8 @@ class OfferFilters:
     min_vram_gb: float | None = None  # per GPU
     spot: bool | None = None  # True: spot only; False: on-demand only; None: both
     max_usd_per_gpu_hour: float | None = None
+    # offers of a provider failing for longer than GPUCOST_STALE_AFTER_HOURS (warehouse/lifecycle.py)
+    include_stale: bool = False
 
     def describe(self) -> str:
         """The filters as command-line options, for messages ("--gpu H100 --spot")."""
@@ -80,6 +82,7 @@ class OfferFilters:
         parts += ["--spot" if self.spot else "--on-demand"] if self.spot is not None else []
         if self.max_usd_per_gpu_hour is not None:
             parts.append(f"--max-price {self.max_usd_per_gpu_hour:g}")
+        parts += ["--include-stale"] if self.include_stale else []
         return " ".join(parts)
 
 
@@ -116,8 +119,8 @@ def apply_filters(frame: pl.DataFrame, filters: OfferFilters) -> pl.DataFrame:
     """The rows of `frame` that pass `filters`.
 
     Needs the columns a filter reads: gpu_name, provider, region, vram_gb, is_spot,
-    price_usd_per_gpu_hour. The name rules run in Python over the distinct values (a few hundred),
-    so exactly one implementation of each rule exists.
+    price_usd_per_gpu_hour (and is_stale for current offers). The name rules run in Python over
+    the distinct values (a few hundred), so exactly one implementation of each rule exists.
     """
     keep = pl.lit(True)
     if filters.gpus:
@@ -133,6 +136,10 @@ def apply_filters(frame: pl.DataFrame, filters: OfferFilters) -> pl.DataFrame:
         keep &= pl.col("is_spot") == filters.spot
     if filters.max_usd_per_gpu_hour is not None:
         keep &= pl.col("price_usd_per_gpu_hour") <= filters.max_usd_per_gpu_hour
+    # stale offers (their provider has failed for too long) leave every answer unless asked for;
+    # price history has no such column: a past interval is not stale, only old
+    if not filters.include_stale and "is_stale" in frame.columns:
+        keep &= ~pl.col("is_stale")
     # a null in a filtered column (an unmapped GPU's VRAM) fails the filter rather than passing it
     return frame.filter(keep.fill_null(False))
 

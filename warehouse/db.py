@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
-from pydantic import field_validator
+from pydantic import PositiveFloat, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from connectors.http import USER_AGENT
@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     raw_retention_days: int = 30
     # sent with every request to a provider: who asks and where to reach them (connectors/http.py)
     user_agent: str = USER_AGENT
+    # provider lifecycle (warehouse/lifecycle.py): a provider failing for longer than this since its
+    # last good run is stale: its offers leave prices, estimate, the page and the feeds by default
+    stale_after_hours: PositiveFloat = 48.0
 
     @field_validator("user_agent")
     @classmethod

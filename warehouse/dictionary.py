@@ -296,6 +296,26 @@ _COLUMNS: tuple[Column, ...] = (
     ),
     _c("provider_data", "JSON", "", "Provider extras as JSON (Spot Advisor band, marketplace statistics)."),
     # --- freshness ------------------------------------------------------------------------------
+    _c(
+        "provider_state",
+        "VARCHAR",
+        "",
+        "active, or stale: the provider has failed every run since its last good one for longer than "
+        "GPUCOST_STALE_AFTER_HOURS (warehouse/lifecycle.py).",
+    ),
+    _c(
+        "provider_failing_since",
+        "TIMESTAMP WITH TIME ZONE",
+        UTC,
+        "The provider's first failed run after its last good one; null while it is healthy.",
+    ),
+    _c(
+        "is_stale",
+        "BOOLEAN",
+        "",
+        "provider_state = 'stale': left out of prices, estimate, the page and the feeds unless "
+        "--include-stale.",
+    ),
     _c("price_since", "TIMESTAMP WITH TIME ZONE", UTC, "When the offer was first seen at this price."),
     _c(
         "price_since_at",

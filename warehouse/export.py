@@ -60,12 +60,14 @@ class Feed:
     source_sql: str | None = None
     # v2 on: columns come through the dictionary (renamed, derived) and Parquet carries metadata
     documented_names: bool = False
+    # rows a stale provider's offers fail (warehouse/lifecycle.py): left out unless include_stale
+    fresh: str | None = None
 
     def filename(self, fmt: Format) -> str:
         return f"{self.name}.v{self.version}.{fmt}"
 
-    def query(self) -> str:
-        """The select that writes this feed."""
+    def query(self, include_stale: bool = False) -> str:
+        """The select that writes this feed (without a stale provider's offers unless asked)."""
         if self.documented_names:
             select = ", ".join(
                 f"{column(name).source} as {name}" if column(name).source else name for name in self.columns
@@ -73,7 +75,8 @@ class Feed:
         else:
             select = ", ".join(self.columns)
         source = f"({self.source_sql}) as source" if self.source_sql else self.relation
-        return f"select {select} from {source} where {self.where} order by {', '.join(self.order_by)}"
+        where = self.where if include_stale or self.fresh is None else f"({self.where}) and {self.fresh}"
+        return f"select {select} from {source} where {where} order by {', '.join(self.order_by)}"
 
 
 _FINETUNE_COSTS_V2_SOURCE = """
@@ -101,6 +104,7 @@ FEEDS: tuple[Feed, ...] = (
         name="gpu_offers",
         version=1,
         relation="marts.gpu_offers",
+        fresh="not is_stale",
         columns=(
             "provider",
             "instance_type",
@@ -171,6 +175,7 @@ FEEDS: tuple[Feed, ...] = (
         name="gpu_offers",
         version=2,
         relation="marts.gpu_offers",
+        fresh="not is_stale",
         columns=(
             "provider",
             "instance_type",
@@ -430,12 +435,15 @@ def write_publication(
     run_id: str | None = None,
     sample: bool | None = None,
     now: datetime | None = None,
+    include_stale: bool = False,
 ) -> Publication:
     """Write every feed whose mart exists in `formats` (those each feed offers), then the manifest.
 
     run_id: the run whose marts these are (default: the last run that built marts).
     sample: whether the warehouse holds recorded sample data (default: asked of the warehouse).
     now: the publication's `generated_at` (default: the time of the call).
+    include_stale: keep a stale provider's offers in the offer feeds (`gpucost export --include-stale`);
+        the fine-tuning cost feeds never hold them (the cost mart prices no stale offer).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     generated_at = now or datetime.now(UTC)
@@ -451,7 +459,7 @@ def write_publication(
         wanted = [fmt for fmt in feed.formats if fmt in formats]
         if not wanted or not _exists(con, feed.relation):
             continue
-        query = feed.query()
+        query = feed.query(include_stale)
         rows = con.execute(f"select count(*) from ({query})").fetchall()[0][0]
         metadata = parquet_metadata(feed, run_id=run_id, generated_at=generated_at, data_mode=data_mode)
         for fmt in wanted:
@@ -482,7 +490,10 @@ def write_feeds(
     run_id: str | None = None,
     sample: bool | None = None,
     now: datetime | None = None,
+    include_stale: bool = False,
 ) -> list[tuple[Path, int]]:
     """Write every feed whose mart exists, then manifest.json; (path, rows) for each feed file."""
-    publication = write_publication(con, out_dir, formats, feeds, run_id=run_id, sample=sample, now=now)
+    publication = write_publication(
+        con, out_dir, formats, feeds, run_id=run_id, sample=sample, now=now, include_stale=include_stale
+    )
     return list(publication.files)

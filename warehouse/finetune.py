@@ -248,7 +248,8 @@ select
     try_cast(json_extract_string(offers.provider_data, '$.interruption_rate_min') as double)
         as interruption_rate_min,
     try_cast(json_extract_string(offers.provider_data, '$.interruption_rate_max') as double)
-        as interruption_rate_max
+        as interruption_rate_max,
+    offers.is_stale
 from marts.gpu_offers as offers
 left join core.gpus as gpus on offers.gpu_name = gpus.gpu_name
 where offers.gpu_count > 0 and offers.vram_gb > 0 and offers.price_usd_per_hour > 0
@@ -771,7 +772,9 @@ def build_finetune_marts(
     jobs = jobs if jobs is not None else load_finetune_jobs()
     memory = MemoryTable()
     requirements = requirements_frame(jobs, models, memory)
-    source = f"(\n{_OFFERS_SQL}\n)"
+    # a stale provider's offers (warehouse/lifecycle.py) are priced by no job: the cost mart, the
+    # page's fit view and the finetune_costs feeds all read this mart
+    source = f"(\nselect * from (\n{_OFFERS_SQL}\n) where not is_stale\n)"
     inputs = offer_inputs(con, source)
     fingerprint = code_fingerprint()
     keys = {fjob.job_id: job_key(fingerprint, fjob, models[fjob.model_id]) for fjob in jobs}

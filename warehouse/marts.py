@@ -4,7 +4,9 @@ Order of work:
 
 1. `staging.offer_hardware`: every distinct GPU description among current offers, resolved by
    `warehouse.hardware.HardwareCatalog` (Python, because VRAM snapping and glob patterns are data
-   plus a little arithmetic that SQL would only obscure);
+   plus a little arithmetic that SQL would only obscure); and `staging.provider_health`, each
+   failing provider's state as of the build (`warehouse.lifecycle`: stale after
+   `Settings.stale_after_hours`);
 2. the SQL models in `sql/staging/*.sql` (views) and `sql/marts/*.sql` (tables), one model per file,
    named by the file, run in dependency order (a model depends on the `staging.x` / `marts.x` names
    it mentions);
@@ -17,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from graphlib import TopologicalSorter
 from pathlib import Path
 from typing import Any
@@ -24,9 +27,10 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from warehouse.db import PACKAGE_DIR, transaction
+from warehouse.db import PACKAGE_DIR, Settings, transaction
 from warehouse.dictionary import comment_marts
 from warehouse.hardware import HardwareCatalog
+from warehouse.lifecycle import provider_health
 
 SQL_DIR = PACKAGE_DIR / "sql"
 _REFERENCE = re.compile(r"\b(staging|marts)\.([a-z_][a-z0-9_]*)\b")
@@ -126,16 +130,25 @@ def build_marts(
     *,
     catalog: HardwareCatalog | None = None,
     finetune: FinetuneBuilder | None = None,
+    now: datetime | None = None,
+    stale_after_hours: float | None = None,
 ) -> dict[str, int]:
-    """Rebuild staging and marts in one transaction; rows per relation built."""
+    """Rebuild staging and marts in one transaction; rows per relation built.
+
+    Staleness is judged as of `now` (default: the time of the call) with `stale_after_hours`
+    (default: the setting)."""
     catalog = catalog or HardwareCatalog.load()
     hardware = resolve_hardware(con, catalog)
+    if stale_after_hours is None:
+        stale_after_hours = Settings().stale_after_hours
+    health = provider_health(con, now or datetime.now(UTC), stale_after_hours)
     counts: dict[str, int] = {}
     with transaction(con):
-        con.register("offer_hardware_frame", hardware)
-        con.execute("create or replace table staging.offer_hardware as select * from offer_hardware_frame")
-        con.unregister("offer_hardware_frame")
-        counts["staging.offer_hardware"] = hardware.height
+        for table, frame in (("offer_hardware", hardware), ("provider_health", health)):
+            con.register(f"{table}_frame", frame)
+            con.execute(f"create or replace table staging.{table} as select * from {table}_frame")
+            con.unregister(f"{table}_frame")
+            counts[f"staging.{table}"] = frame.height
         for model in sql_models():
             kind = "view" if model.schema == "staging" else "table"
             con.execute(f"create or replace {kind} {model.relation} as\n{model.sql}")

@@ -38,6 +38,7 @@ from connectors.base import (
     Excluded,
     FetchError,
     FxRate,
+    HostNotFound,
     LayoutChanged,
     MissingCredentials,
     Offer,
@@ -48,6 +49,7 @@ from connectors.base import (
     missing_credentials,
 )
 from connectors.http import Client, provider_deadline, redact, remove_spooled
+from warehouse.lifecycle import retired
 from warehouse.load import (
     CONFIRM_FACTOR,
     JUMP_FACTOR,
@@ -82,6 +84,7 @@ class ProviderBatch:
     fetch_seconds: float = 0.0
     error: str | None = None
     hint: str | None = None
+    cause: str | None = None  # why it failed, one of CAUSES (failures of one cause share one hint)
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class ProviderOutcome:
     error: str | None
     hint: str | None
     held_scopes: tuple[str, ...] = ()
+    cause: str | None = None  # ProviderBatch.cause for a failed fetch or parse
 
 
 def new_run_id(now: datetime) -> str:
@@ -119,12 +123,39 @@ def credentials_for(
     return creds, list(creds.values())
 
 
+# Why a provider's fetch or parse failed, by the error's class (most specific first).
+CAUSES: tuple[tuple[type[BaseException], str], ...] = (
+    (MissingCredentials, "missing_credentials"),
+    (ReplayMiss, "replay_miss"),
+    (HostNotFound, "dns"),
+    (Unreachable, "unreachable"),
+    (LayoutChanged, "layout"),
+    (FetchError, "fetch"),
+    (ConnectorError, "connector"),
+)
+# Said once for every provider that failed for this cause in a run: the advice is the same.
+CAUSE_HINTS = {
+    "dns": (
+        "no host name resolved: this machine looks offline (or its DNS is down); check its network "
+        "access. The last good prices stay current; offline, `gpucost refresh --replay tests/replay` "
+        "runs on recorded sample data"
+    ),
+}
+
+
+def cause_of(exc: BaseException) -> str:
+    """The cause a failure is grouped by (`CAUSES`; anything else is a bug)."""
+    return next((cause for kind, cause in CAUSES if isinstance(exc, kind)), "bug")
+
+
 def _hint_for(exc: BaseException, provider: str) -> str:
     if isinstance(exc, ReplayMiss):
         return (
             "the replay cassette has no answer for this request; "
             "record one with `gpucost refresh --record DIR`"
         )
+    if isinstance(exc, HostNotFound):
+        return f"{provider}'s host name did not resolve; " + CAUSE_HINTS["dns"]
     if isinstance(exc, LayoutChanged):
         return (
             f"{provider}'s payload no longer has the shape the parser expects; the raw responses of this "
@@ -162,7 +193,7 @@ def collect(
     missing = missing_credentials(connector, creds)
     if missing:
         error = MissingCredentials(connector.name, missing)
-        batch.status, batch.error = "skipped", str(error)
+        batch.status, batch.error, batch.cause = "skipped", str(error), "missing_credentials"
         batch.hint = f"export {' '.join(f'{m}=...' for m in missing)} to include {connector.name}"
         return batch
     secrets = [*creds.values(), *getattr(client, "secrets", ())]
@@ -187,9 +218,10 @@ def collect(
             redact(f"{type(exc).__name__}: {exc}", secrets),
             _hint_for(exc, connector.name),
         )
+        batch.cause = cause_of(exc)
     except Exception as exc:  # a bug in one connector must not stop the others
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        batch.status = "failed"
+        batch.status, batch.cause = "failed", "bug"
         batch.error = redact(
             f"{type(exc).__name__}: {exc} (at {Path(last.filename).name}:{last.lineno})", secrets
         )
@@ -351,6 +383,7 @@ def land(
         error=error,
         hint=hint,
         held_scopes=tuple(result.held_scopes),
+        cause=batch.cause,
     )
 
 
@@ -423,13 +456,26 @@ def clear_spool(spool_root: Path, keep: Sequence[str] = ()) -> None:
                 child.unlink(missing_ok=True)
 
 
+def default_providers() -> list[str]:
+    """The registered providers a refresh or check runs by default: all but the retired ones
+    (seeds/provider_lifecycle.csv, warehouse/lifecycle.py)."""
+    gone = retired()
+    return [name for name in CONNECTORS if name not in gone]
+
+
 def select_connectors(names: Sequence[str] | None) -> list[Connector]:
-    """The connectors to run, in registry order; unknown names raise with the valid ones listed."""
+    """The connectors to run, in registry order; unknown names raise with the valid ones listed,
+    and a retired one raises saying since when, why and what to do."""
+    active = default_providers()
     if not names:
-        return list(CONNECTORS.values())
+        return [CONNECTORS[n] for n in active]
     unknown = [n for n in names if n not in CONNECTORS]
     if unknown:
-        raise ValueError(f"unknown provider(s) {', '.join(unknown)}; choose from {', '.join(CONNECTORS)}")
+        raise ValueError(f"unknown provider(s) {', '.join(unknown)}; choose from {', '.join(active)}")
+    gone = retired()
+    for name in names:
+        if name in gone:
+            raise ValueError(gone[name].message())
     return [CONNECTORS[n] for n in CONNECTORS if n in names]
 
 

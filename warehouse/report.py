@@ -208,9 +208,11 @@ class ReportUnavailable(Exception):
     """The warehouse has no marts to build the page from yet."""
 
 
-def offers_data(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """The comparison table's rows (queries/offers.sql) and the GPU specs they refer to."""
-    return {"offers": _table(con.sql(query("offers"))), "gpus": _table(con.sql(query("gpus")))}
+def offers_data(con: duckdb.DuckDBPyConnection, *, include_stale: bool = False) -> dict[str, Any]:
+    """The comparison table's rows (queries/offers.sql; a stale provider's only with
+    `include_stale`) and the GPU specs they refer to."""
+    offers = con.sql(query("offers"), params={"include_stale": include_stale})
+    return {"offers": _table(offers), "gpus": _table(con.sql(query("gpus")))}
 
 
 def providers_data(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
@@ -361,7 +363,9 @@ def freshness_data(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     return {"providers": providers, "last_run": last_run[0] if last_run else None}
 
 
-def report_data(con: duckdb.DuckDBPyConnection, *, now: datetime | None = None) -> dict[str, Any]:
+def report_data(
+    con: duckdb.DuckDBPyConnection, *, now: datetime | None = None, include_stale: bool = False
+) -> dict[str, Any]:
     """Everything the page embeds, as JSON-ready values."""
     if not _exists(con, "marts.gpu_offers"):
         raise ReportUnavailable("no marts to build the page from yet; run `gpucost refresh` first")
@@ -376,7 +380,7 @@ def report_data(con: duckdb.DuckDBPyConnection, *, now: datetime | None = None) 
             "select count(distinct provider) from marts.gpu_offers"
         ).fetchall()[0][0],
         "providers": providers_data(con),
-        **offers_data(con),
+        **offers_data(con, include_stale=include_stale),
         "fit": fit_data(con),
         "history": history_data(con),
         "freshness": freshness_data(con),
@@ -445,10 +449,13 @@ def default_site_dir(settings: Settings | None = None) -> Path:
     return settings.feeds_dir / SITE_DIR_NAME
 
 
-def write_report(con: duckdb.DuckDBPyConnection, out_dir: Path, *, now: datetime | None = None) -> Path:
+def write_report(
+    con: duckdb.DuckDBPyConnection, out_dir: Path, *, now: datetime | None = None, include_stale: bool = False
+) -> Path:
     """Write the page to `out_dir/index.html`: written aside, then renamed into place, so a reader
-    never sees half a page. Returns the page's path."""
-    html = render_html(report_data(con, now=now))
+    never sees half a page. Returns the page's path. A stale provider's offers are left out of the
+    comparison unless `include_stale`."""
+    html = render_html(report_data(con, now=now, include_stale=include_stale))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / PAGE_NAME

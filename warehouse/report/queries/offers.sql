@@ -1,12 +1,14 @@
 -- The comparison table's rows, before the page groups them: the offer with the cheapest $/GPU-hour
 -- of each GPU x provider x pricing type x region and of each value of what the page filters on
 -- (VRAM per GPU, interconnect in and between nodes), so a filter never hides a cheaper offer
--- that passes it behind one that does not.
+-- that passes it behind one that does not. Parameter: $include_stale.
 with
 
 offers as (
     select * from marts.gpu_offers
     where price_usd_per_gpu_hour is not null
+        -- a stale provider's offers (warehouse/lifecycle.py) only with `gpucost report --include-stale`
+        and (not is_stale or $include_stale)
 ),
 
 ranked as (

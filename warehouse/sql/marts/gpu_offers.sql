@@ -15,6 +15,11 @@ providers as (
     select * from core.providers
 ),
 
+-- failing providers only (warehouse/lifecycle.py); every other provider is active
+provider_health as (
+    select * from staging.provider_health
+),
+
 final as (
     select
         offers.provider,
@@ -80,10 +85,14 @@ final as (
         offers.match_rule,
         offers.provider_data,
         offers.price_since,
-        offers.last_seen_at
+        offers.last_seen_at,
+        coalesce(provider_health.provider_state, 'active') as provider_state,
+        provider_health.provider_failing_since,
+        coalesce(provider_health.provider_state = 'stale', false) as is_stale
     from offers
     left join gpus on offers.gpu_name = gpus.gpu_name
     left join providers on offers.provider = providers.provider
+    left join provider_health on offers.provider = provider_health.provider
     where offers.gpu_count > 0
 )
 

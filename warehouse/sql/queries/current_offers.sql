@@ -30,7 +30,10 @@ final as (
         try_cast(offers.provider_data ->> 'interruption_rate_min' as double) as interruption_rate_min,
         try_cast(offers.provider_data ->> 'interruption_rate_max' as double) as interruption_rate_max,
         offers.price_since,
-        offers.last_seen_at
+        offers.last_seen_at,
+        offers.provider_state,
+        offers.provider_failing_since,
+        offers.is_stale
     from offers
     where offers.gpu_count > 0 and offers.price_usd_per_hour > 0
 )

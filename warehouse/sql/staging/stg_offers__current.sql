@@ -5,6 +5,9 @@ with
 offers as (
     select * from core.offer_prices
     where valid_to is null
+        -- a retired provider (seeds/provider_lifecycle.csv) is never current, even before the
+        -- next run closes its offers
+        and provider not in (select provider from core.provider_lifecycle where state = 'retired')
 ),
 
 hardware as (
