@@ -356,6 +356,12 @@ def read_price(value: object, key: str) -> tuple[float, str | None]:
     return price, None
 
 
+def child(parent: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """The JSON object at `parent[key]`; an empty one when the key is absent or holds another type."""
+    value = parent.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def required_list(payload: Any, path: str, *, where: str, answer: str, bare_list: bool = False) -> list[Any]:
     """The non-empty list at dotted `path` of a JSON answer (or the answer itself, when it is a
     list and `bare_list`). A missing key or another shape raises `LayoutChanged` naming the key and

@@ -332,7 +332,8 @@ def usage_of(sku: Mapping[str, Any]) -> Usage | None:
     description = str(sku.get("description", ""))
     category = sku.get("category")
     if isinstance(category, Mapping) and category.get("usageType"):
-        return {"OnDemand": "on_demand", "Preemptible": "spot"}.get(str(category["usageType"]))
+        usages: dict[str, Usage] = {"OnDemand": "on_demand", "Preemptible": "spot"}
+        return usages.get(str(category["usageType"]))
     if description.startswith("Commitment") or _COMMITMENT_RE.search(description):
         return None
     return "spot" if "Preemptible" in description else "on_demand"
@@ -449,7 +450,10 @@ def read_catalog(skus: Iterable[Mapping[str, Any]]) -> tuple[list[Component], li
     skipped: list[Skipped] = []
     for sku in skus:
         item = read_sku(sku)
-        (components if isinstance(item, Component) else skipped).append(item)
+        if isinstance(item, Component):
+            components.append(item)
+        else:
+            skipped.append(item)
     return components, skipped
 
 

@@ -264,8 +264,8 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Excluded]:
             f"no products in {len(responses)} answer(s) from {CATALOG_URL}; refusing to report an "
             "empty catalog (is product_types=instance still accepted?)"
         )
-    for (instance_type, zone), offer in offers.items():
-        state = availability.get((instance_type, zone or ""))
+    for (instance_type, offer_zone), offer in offers.items():
+        state = availability.get((instance_type, offer_zone or ""))
         if state is not None:
             offer = _with_availability(offer, state)
         yield offer

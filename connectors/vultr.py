@@ -53,6 +53,7 @@ from connectors.base import (
     Offer,
     RawResponse,
     Unchanged,
+    child,
     excluded,
     number,
     per_hour,
@@ -191,10 +192,10 @@ def plan_offers(plan: Mapping[str, Any], source: str) -> list[Offer] | Excluded:
         "monthly_cost": plan.get("monthly_cost"),
         "invoice_type": plan.get("invoice_type"),
     }
-    location_cost = plan.get("location_cost") if isinstance(plan.get("location_cost"), dict) else {}
+    location_cost = child(plan, "location_cost")
     offers = []
     for location in locations:
-        local = location_cost.get(location) if isinstance(location_cost.get(location), dict) else {}
+        local = child(location_cost, location)
         prices = {**plan, **local}  # a location's own prices win over the plan's
         on_demand, problem = _on_demand_price(prices)
         common: dict[str, Any] = {
