@@ -116,3 +116,14 @@ def test_the_stand_in_project_keeps_every_contract(tmp_path: Path):
     """The stand-ins above break only what each case adds: the bare packages keep all contracts."""
     done = _lint(_project(tmp_path, {}), _contracts_only(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ci_checks_the_layout_and_the_types_then_runs_the_readme_test_command():
+    steps = [
+        line.strip()
+        for line in (REPO / ".ci" / "run").read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    assert steps[-1] == "uv run --frozen pytest"  # the README's `uv run pytest`, on the locked versions
+    lint, types = steps.index("uv run --frozen lint-imports"), steps.index("uv run --frozen mypy")
+    assert lint < types < len(steps) - 1
