@@ -36,7 +36,7 @@ from connectors import (
 )
 from connectors.base import Connector
 
-CONNECTORS: dict[str, Connector] = {  # type: ignore[misc]
+CONNECTORS: dict[str, Connector] = {
     module.name: module
     for module in (
         azure,

@@ -53,8 +53,17 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded, number
-from connectors.http import Client, request_key
+from connectors.base import (
+    Excluded,
+    LayoutChanged,
+    Offer,
+    RawResponse,
+    Unchanged,
+    excluded,
+    number,
+    paginate,
+)
+from connectors.http import Client
 
 name = "azure"
 requires: tuple[str, ...] = ()
@@ -99,22 +108,19 @@ def fetch(
     previous: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Iterator[RawResponse]:
     """Every page of GPU VM prices, following `NextPageLink`."""
-    response = client.fetch("GET", API_URL, params=query_params())
-    seen = {request_key("GET", response.url, None)}
-    for _ in range(MAX_PAGES):
-        yield response
-        link = page_items(response)[1]
-        if link is None:
-            return
-        key = request_key("GET", link, None)
-        if key in seen:
-            raise LayoutChanged(
-                f"{response.url}: NextPageLink {link!r} was already followed; the Retail Prices "
-                "API is paging in a loop, retry later or page with $skip instead"
-            )
-        seen.add(key)
-        response = client.fetch("GET", link)
-    raise LayoutChanged(f"more than {MAX_PAGES} pages from {API_URL}; is the $filter still applied?")
+
+    def page(link: str | None, number: int) -> RawResponse:
+        return (
+            client.fetch("GET", API_URL, params=query_params()) if link is None else client.fetch("GET", link)
+        )
+
+    yield from paginate(
+        page,
+        lambda response, _: page_items(response)[1],
+        max_pages=MAX_PAGES,
+        what=f"{API_URL} (NextPageLink)",
+        hint="retry later, and check the $filter is still applied (else page with $skip)",
+    )
 
 
 def page_items(response: RawResponse) -> tuple[list[Mapping[str, Any]], str | None, str]:

@@ -112,13 +112,19 @@ converts to USD from `core.fx_rates` (loaded from `FxRate` items, see `connector
 
 Units live in field names (`price_per_hour` is in `currency` per hour; `gpu_memory_gb_raw` is GB per
 GPU as the provider states it, converted from MiB where the source gives MiB).
+
+Paged APIs. A listing read page by page goes through `paginate(fetch_page, next_token, max_pages=...)`
+(azure, digitalocean, gcp, scaleway, vultr): a next-page token (cursor, page token, next URL) seen a
+second time and a page past the connector's `MAX_PAGES` both raise `LayoutChanged`, so a listing
+whose paging loops fails the run instead of running forever. linode checks its stated `pages`
+before fetching any (it knows the count from page 1).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -379,6 +385,12 @@ def read_price(value: object, key: str) -> tuple[float, str | None]:
     return price, None
 
 
+def child(parent: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """The JSON object at `parent[key]`; an empty one when the key is absent or holds another type."""
+    value = parent.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def required_list(payload: Any, path: str, *, where: str, answer: str, bare_list: bool = False) -> list[Any]:
     """The non-empty list at dotted `path` of a JSON answer (or the answer itself, when it is a
     list and `bare_list`). A missing key or another shape raises `LayoutChanged` naming the key and
@@ -414,6 +426,39 @@ def excluded(counts: Mapping[str, int]) -> Iterator[Excluded]:
     for reason, count in sorted(counts.items()):
         if count:
             yield Excluded(reason, count=count)
+
+
+def paginate(
+    fetch_page: Callable[[str | None, int], RawResponse],
+    next_token: Callable[[RawResponse, int], str | None],
+    *,
+    max_pages: int,
+    what: str,
+    hint: str = "has its pagination changed?",
+) -> Iterator[RawResponse]:
+    """Every page of a paged listing, each yielded as soon as it is in.
+
+    `fetch_page(token, number)` fetches page `number` (1-based; `token` None for the first), and
+    `next_token(page, number)` reads the token of the next one (a cursor, a page token, a next-page URL;
+    None or "" on the last page). Two guards against a listing that never ends: a token seen a
+    second time raises `LayoutChanged` before it is followed again, and so does a page beyond
+    `max_pages`. `what` names the listing in those messages, `hint` says what to check.
+    """
+    seen: set[str] = set()
+    token: str | None = None
+    for number in range(1, max_pages + 1):
+        page = fetch_page(token, number)
+        yield page
+        token = next_token(page, number)
+        if not token:
+            return
+        if token in seen:
+            raise LayoutChanged(
+                f"{what}: page {number} gives the next-page token {token!r} a second time (already "
+                f"followed), so the listing would loop; {hint}"
+            )
+        seen.add(token)
+    raise LayoutChanged(f"{what}: more than {max_pages} pages; is paging looping? {hint}")
 
 
 class BodyParser(Protocol):

@@ -43,12 +43,21 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 import bs4
 
 from connectors import pages
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded, per_hour
+from connectors.base import (
+    Excluded,
+    LayoutChanged,
+    Offer,
+    PricingType,
+    RawResponse,
+    Unchanged,
+    excluded,
+    per_hour,
+)
 from connectors.http import Client
 
 name = "coreweave"
@@ -105,6 +114,10 @@ class RegionTable:
     def where(self) -> str:
         return f"the {self.region_label} GPU table of {WHERE}"
 
+    @overload
+    def column(self, label: str, *, required: Literal[True]) -> int: ...
+    @overload
+    def column(self, label: str, *, required: bool = False) -> int | None: ...
     def column(self, label: str, *, required: bool = False) -> int | None:
         table = pages.Table(self.headers, (), self.where)
         return table.column(label) if required else table.find_column(label)
@@ -257,7 +270,8 @@ def table_items(table: RegionTable) -> Iterator[Offer | Excluded]:
         extra = {table.headers[i]: cells[i] for i in range(len(cells)) if i not in known and cells[i]}
         if extra:
             data["extra_columns"] = extra
-        for index, pricing_type in ((on_demand_i, "on_demand"), (spot_i, "spot")):
+        tiers: tuple[tuple[int | None, PricingType], ...] = ((on_demand_i, "on_demand"), (spot_i, "spot"))
+        for index, pricing_type in tiers:
             if index is None:
                 continue
             text = cells[index]
@@ -274,7 +288,7 @@ def table_items(table: RegionTable) -> Iterator[Offer | Excluded]:
                 provider=name,
                 instance_type=product,
                 region=table.region,
-                pricing_type=pricing_type,  # type: ignore[arg-type]
+                pricing_type=pricing_type,
                 price_source="list",  # spot too: a published per-instance rate, not a live market
                 price_per_hour=round(price, 6) if price is not None else math.nan,
                 currency="USD",
@@ -316,9 +330,9 @@ def legacy_component_rows(root: bs4.Tag) -> list[ComponentRow]:
     if not root.find(string=re.compile(r"GPU Component", re.I)):
         raise LayoutChanged(f"no `GPU Component` price column in the 2023 layout of {WHERE}")
     found: list[ComponentRow] = []
-    for link in root.find_all(attrs={"data-product": True}):
+    for link in root.find_all(None, attrs={"data-product": True}):
         row = next((p for p in link.parents if isinstance(p, bs4.Tag) and len(_children(p)) >= 3), None)
-        if row is None or len(row.find_all(attrs={"data-product": True})) > 1:
+        if row is None or len(row.find_all(None, attrs={"data-product": True})) > 1:
             continue  # the excerpt's last row is cut off: its nearest block is the whole table
         cells = [pages.clean(c.get_text(" ")) for c in _children(row)][1:]
         if not cells:

@@ -121,12 +121,13 @@ def machine_offers(machine: Mapping[str, Any]) -> list[Offer] | Excluded:
         )
     if not model and not machine.get("gpuModelId"):
         return Excluded("cpu_only", kind)
-    prices = {part: component_price(machine, key) for part, key in COMPONENTS.items()}
-    missing = [COMPONENTS[part] for part, price in prices.items() if price is None]
+    read = {part: component_price(machine, key) for part, key in COMPONENTS.items()}
+    missing = [COMPONENTS[part] for part, price in read.items() if price is None]
+    prices = {part: price for part, price in read.items() if price is not None}  # all of them unless missing
     problem = None
     if missing:
         problem = f"component price {missing} missing or unreadable"
-    elif prices["gpu"] <= 0 or min(prices.values()) < 0:  # type: ignore[operator]
+    elif prices["gpu"] <= 0 or min(prices.values()) < 0:
         problem = f"component prices {prices} are not all positive"
     free = machine.get("maxGpuFree") or 0
     offers = []
@@ -134,7 +135,7 @@ def machine_offers(machine: Mapping[str, Any]) -> list[Offer] | Excluded:
         price = (
             math.nan
             if missing
-            else gpus * prices["gpu"] + vcpus * prices["vcpu"] + ram * prices["memory_gib"]  # type: ignore[operator]
+            else gpus * prices["gpu"] + vcpus * prices["vcpu"] + ram * prices["memory_gib"]
         )
         fits = (
             gpus <= free
@@ -159,7 +160,7 @@ def machine_offers(machine: Mapping[str, Any]) -> list[Offer] | Excluded:
                     "machine_type": kind,
                     "gpu_model_id": machine.get("gpuModelId"),
                     "cpu_model": machine.get("cpuModel"),
-                    "components": {part: prices[part] for part in COMPONENTS} | {"currency": "USD"},
+                    "components": {part: read[part] for part in COMPONENTS} | {"currency": "USD"},
                     "storage_gib_price_hr": component_price(machine, "minStorageGibPriceHr"),
                     "ipv4_price_hr": component_price(machine, "ipv4PriceHr"),
                     "shape_rule": SHAPE_RULE,

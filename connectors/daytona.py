@@ -33,7 +33,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, required_list
+from connectors.base import Excluded, LayoutChanged, Offer, PricingType, RawResponse, required_list
 from connectors.http import Client
 
 name = "daytona"
@@ -41,7 +41,10 @@ requires: tuple[str, ...] = ()
 
 API_URL = "https://billing.app.daytona.io/gpu-pricing"
 # (pricing type, price key, resources tier)
-TIERS = (("on_demand", "onDemandPricePerHour", "onDemand"), ("spot", "spotPricePerHour", "spot"))
+TIERS: tuple[tuple[PricingType, str, str], ...] = (
+    ("on_demand", "onDemandPricePerHour", "onDemand"),
+    ("spot", "spotPricePerHour", "spot"),
+)
 
 
 def fetch(
@@ -72,7 +75,7 @@ def gpu_offers(gpu: Mapping[str, Any], resources: Mapping[str, Any]) -> Iterator
             provider=name,
             instance_type=f"1x {kind}",
             region="global",
-            pricing_type=pricing_type,  # type: ignore[arg-type]
+            pricing_type=pricing_type,
             price_source="list",
             price_per_hour=price,
             currency="USD",

@@ -50,9 +50,10 @@ from connectors.base import (
     Unchanged,
     excluded,
     number,
+    paginate,
     read_price,
 )
-from connectors.http import Client, request_key
+from connectors.http import Client
 
 name = "digitalocean"
 CREDENTIAL = "DIGITALOCEAN_TOKEN"
@@ -72,18 +73,15 @@ def fetch(
     previous: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Iterator[RawResponse]:
     headers = {"Authorization": f"Bearer {creds[CREDENTIAL]}"}
-    response = client.fetch("GET", SIZES_URL, params={"per_page": str(PER_PAGE)}, headers=headers)
-    seen = {request_key("GET", response.url, None)}
-    for _ in range(MAX_PAGES):
-        yield response
-        link = next_page(response.json())
+
+    def page(link: str | None, number: int) -> RawResponse:
         if link is None:
-            return
-        if request_key("GET", link, None) in seen:
-            raise LayoutChanged(f"{response.url}: `links.pages.next` {link!r} repeats an earlier page")
-        seen.add(request_key("GET", link, None))
-        response = client.fetch("GET", link, headers=headers)
-    raise LayoutChanged(f"more than {MAX_PAGES} pages from {SIZES_URL}; is paging looping?")
+            return client.fetch("GET", SIZES_URL, params={"per_page": str(PER_PAGE)}, headers=headers)
+        return client.fetch("GET", link, headers=headers)  # `links.pages.next` is a full URL
+
+    yield from paginate(
+        page, lambda response, _: next_page(response.json()), max_pages=MAX_PAGES, what=f"{SIZES_URL} sizes"
+    )
 
 
 def next_page(payload: Any) -> str | None:

@@ -98,6 +98,7 @@ from connectors.base import (
     RawResponse,
     Unchanged,
     excluded,
+    paginate,
 )
 from connectors.http import Client
 
@@ -107,6 +108,9 @@ requires: tuple[str, ...] = ("GOOGLE_API_KEY",)
 SERVICE_ID = "6F81-5844-456A"  # Compute Engine
 SKUS_URL = f"https://cloudbilling.googleapis.com/v1/services/{SERVICE_ID}/skus"
 PAGE_SIZE = 5000  # the documented maximum
+# Compute Engine lists some tens of thousands of SKUs (a handful of pages); 200 pages is 1M SKUs,
+# far past any real listing and short of a run that pages forever
+MAX_PAGES = 200
 SHAPES_PATH = Path(__file__).parent / "data" / "gcp_machine_shapes.csv"
 
 Kind = Literal["gpu", "core", "ram"]
@@ -332,7 +336,8 @@ def usage_of(sku: Mapping[str, Any]) -> Usage | None:
     description = str(sku.get("description", ""))
     category = sku.get("category")
     if isinstance(category, Mapping) and category.get("usageType"):
-        return {"OnDemand": "on_demand", "Preemptible": "spot"}.get(str(category["usageType"]))
+        usages: dict[str, Usage] = {"OnDemand": "on_demand", "Preemptible": "spot"}
+        return usages.get(str(category["usageType"]))
     if description.startswith("Commitment") or _COMMITMENT_RE.search(description):
         return None
     return "spot" if "Preemptible" in description else "on_demand"
@@ -449,7 +454,10 @@ def read_catalog(skus: Iterable[Mapping[str, Any]]) -> tuple[list[Component], li
     skipped: list[Skipped] = []
     for sku in skus:
         item = read_sku(sku)
-        (components if isinstance(item, Component) else skipped).append(item)
+        if isinstance(item, Component):
+            components.append(item)
+        else:
+            skipped.append(item)
     return components, skipped
 
 
@@ -653,9 +661,8 @@ def fetch(
     key = creds.get("GOOGLE_API_KEY")
     if not key:
         raise MissingCredentials(name, requires)
-    token, page = "", 1
-    seen: set[str] = set()
-    while True:
+
+    def fetch_page(token: str | None, page: int) -> RawResponse:
         params = {"key": key, "currencyCode": "USD", "pageSize": str(PAGE_SIZE)}
         if token:
             params["pageToken"] = token
@@ -670,14 +677,11 @@ def fetch(
             ) from exc
         if response.status in (400, 401, 403):
             raise _auth_error(response)
-        yield response
-        token = next_page_token(response, page)
-        if not token:
-            return
-        if token in seen:
-            raise LayoutChanged(
-                f"GCP page {page} returned nextPageToken {token!r} a second time; the listing would "
-                "loop forever. Has the API's pagination changed?"
-            )
-        seen.add(token)
-        page += 1
+        return response
+
+    yield from paginate(
+        fetch_page,
+        next_page_token,
+        max_pages=MAX_PAGES,
+        what=f"GCP SKU listing {SKUS_URL} (nextPageToken)",
+    )

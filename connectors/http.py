@@ -252,6 +252,18 @@ class _WatchedStream(httpx.SyncByteStream):
                 self._on_close()
 
 
+def _sync_stream(response: httpx.Response) -> httpx.SyncByteStream:
+    """The body stream of a response from a sync transport.
+
+    httpx types `Response.stream` as sync-or-async; every transport here is sync, so an async-only
+    stream is a wiring mistake, said at once rather than as a failed iteration later.
+    """
+    stream = response.stream
+    if not isinstance(stream, httpx.SyncByteStream):
+        raise TypeError(f"{type(stream).__name__} is not a sync byte stream; gpucost's clients are sync")
+    return stream
+
+
 def _restream(response: httpx.Response, stream: httpx.SyncByteStream) -> httpx.Response:
     """The same response over a wrapped stream.
 
@@ -342,7 +354,7 @@ def network_transport() -> httpx.HTTPTransport:
     pool = transport._pool
     backend = getattr(pool, "_network_backend", None)
     if isinstance(backend, httpcore.NetworkBackend):
-        pool._network_backend = _LargeReadBackend(backend)  # type: ignore[union-attr]
+        pool._network_backend = _LargeReadBackend(backend)
     return transport
 
 
@@ -370,7 +382,7 @@ class HostLimitTransport(httpx.BaseTransport):
         except BaseException:
             slot.release()
             raise
-        return _restream(response, _WatchedStream(response.stream, on_close=slot.release))  # type: ignore[arg-type]
+        return _restream(response, _WatchedStream(_sync_stream(response), on_close=slot.release))
 
     def close(self) -> None:
         self._inner.close()
@@ -500,7 +512,7 @@ class SizeCapTransport(httpx.BaseTransport):
         return _restream(
             response,
             _WatchedStream(
-                response.stream,  # type: ignore[arg-type]
+                _sync_stream(response),
                 max_bytes=cap,
                 url=str(request.url.copy_with(query=None)),
             ),
@@ -533,13 +545,13 @@ class RecordTransport(httpx.BaseTransport):
         host_dir.mkdir(parents=True, exist_ok=True)
         body_path = host_dir / f"{name}.body"
         part = body_path.with_suffix(".part")
-        inner_stream = response.stream
+        inner_stream = _sync_stream(response)
         secrets = self._secrets
 
         class _Tee(httpx.SyncByteStream):
             def __iter__(self) -> Iterator[bytes]:
                 with part.open("wb") as out:
-                    for chunk in inner_stream:  # type: ignore[union-attr]
+                    for chunk in inner_stream:
                         out.write(chunk)
                         yield chunk
                 part.replace(body_path)
@@ -560,7 +572,7 @@ class RecordTransport(httpx.BaseTransport):
                 (host_dir / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
 
             def close(self) -> None:
-                inner_stream.close()  # type: ignore[union-attr]
+                inner_stream.close()
 
         return _restream(response, _Tee())
 

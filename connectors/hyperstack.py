@@ -41,7 +41,16 @@ from typing import Any
 import bs4
 
 from connectors import pages
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, per_hour
+from connectors.base import (
+    BillingUnit,
+    Excluded,
+    LayoutChanged,
+    Offer,
+    PricingType,
+    RawResponse,
+    Unchanged,
+    per_hour,
+)
 from connectors.http import Client
 
 name = "hyperstack"
@@ -110,7 +119,7 @@ def card_table(root: bs4.Tag, heading: str, price_label: str) -> pages.Table:
     return pages.find_table(card, required=(MODEL, price_label), where=f"the `{heading}` card of {WHERE}")
 
 
-def billing_unit(root: bs4.Tag) -> str | None:
+def billing_unit(root: bs4.Tag) -> BillingUnit | None:
     text = pages.clean(root.get_text(" "))
     return "minute" if re.search(r"\bbilled\s+(per|by\s+the)\s+minute\b", text, re.I) else None
 
@@ -130,7 +139,7 @@ def _per_gpu_price(text: str, header: str) -> tuple[float, str | None, dict[str,
 
 
 def table_offers(
-    table: pages.Table, price_label: str, pricing_type: str, unit: str | None
+    table: pages.Table, price_label: str, pricing_type: PricingType, unit: BillingUnit | None
 ) -> Iterator[Offer | Excluded]:
     model_i, price_i = table.column(MODEL), table.column(price_label)
     contact = 0
@@ -158,14 +167,14 @@ def table_offers(
                 provider=name,
                 instance_type=f"{count}x {label}",
                 region=REGION,
-                pricing_type=pricing_type,  # type: ignore[arg-type]
+                pricing_type=pricing_type,
                 price_source="list",
                 price_per_hour=round(per_gpu * count, 6) if math.isfinite(per_gpu) else math.nan,
                 currency="USD",
                 gpu_name_raw=label,
                 gpu_count=float(count),
                 gpu_memory_gb_raw=vram,
-                billing_unit=unit,  # type: ignore[arg-type]
+                billing_unit=unit,
                 provider_data=data,
                 scope=f"{pricing_type}:{REGION}",
                 problem=problem,

@@ -73,7 +73,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, excluded
+from connectors.base import Excluded, LayoutChanged, Offer, PricingType, RawResponse, excluded
 from connectors.base import number as as_number
 from connectors.http import Client
 
@@ -181,7 +181,7 @@ def pool_offers(pool: Pool, currency: str | None) -> Iterator[Offer | Excluded]:
     row = pool.row
     closed = CLOSED_REGIONS.get(pool.region)
     spot_kind = pool.workload in SPOT_WORKLOADS
-    tiers: list[tuple[str, str]] = [("on_demand", "price_per_hour")]
+    tiers: list[tuple[PricingType, str]] = [("on_demand", "price_per_hour")]
     if spot_kind and "spot_price" in row and row["spot_price"] is None:
         yield Excluded("no_spot_price", f"{pool.gpu_type} {pool.region} {pool.workload}")
     elif spot_kind:
@@ -219,7 +219,7 @@ def pool_offers(pool: Pool, currency: str | None) -> Iterator[Offer | Excluded]:
                 provider=name,
                 instance_type=f"{count}x {pool.gpu_type} {pool.workload}",
                 region=pool.region,
-                pricing_type=pricing_type,  # type: ignore[arg-type]
+                pricing_type=pricing_type,
                 price_source="list",
                 price_per_hour=round(per_gpu * count, 6),  # no float noise (1.89 * 8) in history
                 currency=currency or UNSTATED_CURRENCY,

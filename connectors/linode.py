@@ -37,6 +37,7 @@ from connectors.base import (
     Offer,
     RawResponse,
     Unchanged,
+    child,
     excluded,
     number,
     read_price,
@@ -98,7 +99,7 @@ def type_offers(linode_type: Mapping[str, Any]) -> list[Offer] | Excluded:
     gpus = number(linode_type.get("gpus"))
     if linode_type.get("class") != GPU_CLASS and not gpus:
         return Excluded("cpu_only", str(type_id))
-    price = linode_type.get("price") if isinstance(linode_type.get("price"), dict) else {}
+    price = child(linode_type, "price")
     memory_mb = number(linode_type.get("memory"))
     label = str(linode_type.get("label") or "")
     data = {

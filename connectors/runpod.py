@@ -55,7 +55,17 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from connectors.base import ConnectorError, Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded
+from connectors.base import (
+    ConnectorError,
+    Excluded,
+    LayoutChanged,
+    Offer,
+    PriceSource,
+    PricingType,
+    RawResponse,
+    Unchanged,
+    excluded,
+)
 from connectors.http import Client
 
 name = "runpod"
@@ -153,10 +163,11 @@ def gpu_type_offers(gpu: Mapping[str, Any], position: int | None = None) -> Iter
         if max_count is None:
             max_count = gpu.get("maxGpuCount")
         counts = gpu_counts(max_count)
-        for price_key, pricing_type, source in (
+        tiers: tuple[tuple[str, PricingType, PriceSource], ...] = (
             (on_demand_key, "on_demand", "list"),
             (spot_key, "spot", "market"),
-        ):
+        )
+        for price_key, pricing_type, source in tiers:
             if pricing_type == "spot" and price_key in gpu and gpu[price_key] is None:
                 yield Excluded("no_spot_price", f"{gpu_id} ({cloud})")
                 continue  # RunPod's way of saying: no interruptible pods of this type here
@@ -167,8 +178,8 @@ def gpu_type_offers(gpu: Mapping[str, Any], position: int | None = None) -> Iter
                     provider=name,
                     instance_type=f"{count}x {gpu_id} ({cloud})",
                     region="global",
-                    pricing_type=pricing_type,  # type: ignore[arg-type]
-                    price_source=source,  # type: ignore[arg-type]
+                    pricing_type=pricing_type,
+                    price_source=source,
                     price_per_hour=round(count * per_gpu, 6) if not math.isnan(per_gpu) else math.nan,
                     currency="USD",
                     gpu_name_raw=gpu_id,

@@ -53,7 +53,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, excluded, per_hour
+from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, excluded, paginate, per_hour
 from connectors.http import Client
 
 name = "scaleway"
@@ -82,14 +82,20 @@ def fetch(
 ) -> Iterator[RawResponse]:
     """Every page of the catalog's Instance products, until `total_count` are in hand."""
     held = 0
-    for page in range(1, MAX_PAGES + 1):
-        response = client.fetch("GET", CATALOG_URL, params=query_params(page))
-        yield response
+
+    def next_page(response: RawResponse, number: int) -> str | None:
+        nonlocal held
         products, total = catalog_page(response)
         held += len(products)
-        if not products or held >= total:
-            return
-    raise LayoutChanged(f"more than {MAX_PAGES} pages from {CATALOG_URL}; is product_types still applied?")
+        return None if not products or held >= total else str(number + 1)  # the token: a page number
+
+    yield from paginate(
+        lambda _, number: client.fetch("GET", CATALOG_URL, params=query_params(number)),
+        next_page,
+        max_pages=MAX_PAGES,
+        what=f"{CATALOG_URL} (page/total_count)",
+        hint="is product_types still applied?",
+    )
 
 
 def catalog_page(response: RawResponse) -> tuple[list[Mapping[str, Any]], int]:
@@ -264,8 +270,8 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Excluded]:
             f"no products in {len(responses)} answer(s) from {CATALOG_URL}; refusing to report an "
             "empty catalog (is product_types=instance still accepted?)"
         )
-    for (instance_type, zone), offer in offers.items():
-        state = availability.get((instance_type, zone or ""))
+    for (instance_type, offer_zone), offer in offers.items():
+        state = availability.get((instance_type, offer_zone or ""))
         if state is not None:
             offer = _with_availability(offer, state)
         yield offer

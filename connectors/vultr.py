@@ -53,12 +53,14 @@ from connectors.base import (
     Offer,
     RawResponse,
     Unchanged,
+    child,
     excluded,
     number,
+    paginate,
     per_hour,
     read_price,
 )
-from connectors.http import Client, request_key
+from connectors.http import Client
 
 name = "vultr"
 requires: tuple[str, ...] = ()
@@ -102,19 +104,16 @@ def fetch(
 
 def _pages(client: Client, url: str, params: Mapping[str, str]) -> Iterator[RawResponse]:
     """Every page of one list endpoint, following the `meta.links.next` cursor."""
-    seen: set[str] = set()
-    cursor: str | None = None
-    for _ in range(MAX_PAGES):
-        response = client.fetch("GET", url, params={**params, **({"cursor": cursor} if cursor else {})})
-        key = request_key("GET", response.url, None)
-        if key in seen:
-            raise LayoutChanged(f"{response.url}: cursor {cursor!r} repeats an earlier page")
-        seen.add(key)
-        yield response
-        cursor = next_cursor(response.json())
-        if not cursor:
-            return
-    raise LayoutChanged(f"more than {MAX_PAGES} pages from {url}; is the cursor looping?")
+
+    def page(cursor: str | None, number: int) -> RawResponse:
+        return client.fetch("GET", url, params={**params, **({"cursor": cursor} if cursor else {})})
+
+    yield from paginate(
+        page,
+        lambda response, _: next_cursor(response.json()),
+        max_pages=MAX_PAGES,
+        what=f"{url} (`meta.links.next`)",
+    )
 
 
 def next_cursor(payload: Any) -> str | None:
@@ -191,10 +190,10 @@ def plan_offers(plan: Mapping[str, Any], source: str) -> list[Offer] | Excluded:
         "monthly_cost": plan.get("monthly_cost"),
         "invoice_type": plan.get("invoice_type"),
     }
-    location_cost = plan.get("location_cost") if isinstance(plan.get("location_cost"), dict) else {}
+    location_cost = child(plan, "location_cost")
     offers = []
     for location in locations:
-        local = location_cost.get(location) if isinstance(location_cost.get(location), dict) else {}
+        local = child(location_cost, location)
         prices = {**plan, **local}  # a location's own prices win over the plan's
         on_demand, problem = _on_demand_price(prices)
         common: dict[str, Any] = {

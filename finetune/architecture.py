@@ -151,7 +151,7 @@ def _bool(value: str) -> bool:
 
 
 def _opt_int(value: str | None) -> int | None:
-    return int(value) if value not in (None, "") else None
+    return int(value) if value else None  # None and "" both mean: not stated
 
 
 def _is_gemma2(model_id: str) -> bool:
@@ -180,6 +180,15 @@ def model_from_seed_row(row: Mapping[str, str]) -> ModelSpec:
         attn_logit_softcapping=_is_gemma2(row["model_id"]),
         final_logit_softcapping=_is_gemma2(row["model_id"]),
     )
+
+
+def _count(value: object) -> int | None:
+    """A count from a config.json value (an int, or a float or string holding one); None when unset."""
+    if not value:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"expected a number in config.json, got {value!r}")
+    return int(value)
 
 
 def _first(config: Mapping[str, object], *keys: str, default: object = None) -> object:
@@ -215,7 +224,8 @@ def model_from_hf_config(config: Mapping[str, object], model_id: str) -> ModelSp
         config = {**config, **text}
     model_type = str(config.get("model_type", "")).lower()
     is_t5 = model_type in ("t5", "mt5", "umt5") or "d_ff" in config
-    attn_config = config.get("attn_config") if isinstance(config.get("attn_config"), Mapping) else {}
+    attn_raw = config.get("attn_config")
+    attn_config: Mapping[str, object] = attn_raw if isinstance(attn_raw, Mapping) else {}
 
     def num(*keys: str, default: object = None) -> int:
         value = _first(config, *keys, default=default)
@@ -282,16 +292,16 @@ def model_from_hf_config(config: Mapping[str, object], model_id: str) -> ModelSp
             "max_sequence_length",
             default=2048 if not is_t5 else 512,
         ),
-        num_experts=int(experts) if experts else None,  # type: ignore[call-overload]
-        experts_per_token=int(per_token) if experts and per_token else None,  # type: ignore[call-overload]
-        head_dim=int(head_dim_cfg) if head_dim_cfg else None,  # type: ignore[call-overload]
+        num_experts=_count(experts),
+        experts_per_token=_count(per_token) if experts else None,
+        head_dim=_count(head_dim_cfg),
         gated_mlp=is_gated_mlp(config),
         attn_logit_softcapping=bool(config.get("attn_logit_softcapping")),
         final_logit_softcapping=bool(config.get("final_logit_softcapping")),
     )
     stated = _first(config, "num_parameters", "n_params")
     if stated:
-        params = int(stated)  # type: ignore[call-overload]
+        params = _count(stated) or 0
     elif is_t5:
         # encoder-decoder: each decoder layer adds cross-attention and a third norm
         attn = _attention_params_per_layer(spec)

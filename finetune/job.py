@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar, get_args
 
 Method = Literal["full", "lora", "qlora"]
 Precision = Literal["bf16-mixed", "bf16-pure"]
@@ -265,6 +265,18 @@ def _bool(value: str) -> bool:
     return value.strip().lower() in ("true", "1", "yes")
 
 
+_T = TypeVar("_T")
+
+
+def _choice(row: Mapping[str, str], column: str, allowed: tuple[_T, ...], value: str | None = None) -> _T:
+    """`row[column]` (or `value`) as one of `allowed`, the values of the column's Literal type."""
+    text = row[column] if value is None else value
+    for option in allowed:
+        if option == text:
+            return option
+    raise ValueError(f"finetune_jobs.csv: {column}={text!r} is not one of {list(allowed)}; fix the seed row")
+
+
 def job_from_seed_row(row: Mapping[str, str]) -> FinetuneJob:
     """A FinetuneJob from one row of warehouse/seeds/finetune_jobs.csv."""
     loss = row.get("loss") or ("chunked" if _bool(row.get("chunked_ce") or "false") else "standard")
@@ -272,17 +284,17 @@ def job_from_seed_row(row: Mapping[str, str]) -> FinetuneJob:
         job_id=row["job_id"],
         model_id=row["model_id"],
         job=Job(
-            method=row["method"],  # type: ignore[arg-type]
-            precision=row["precision"],  # type: ignore[arg-type]
-            optimizer=row["optimizer"],  # type: ignore[arg-type]
+            method=_choice(row, "method", get_args(Method)),
+            precision=_choice(row, "precision", get_args(Precision)),
+            optimizer=_choice(row, "optimizer", get_args(Optimizer)),
             seq_len=int(row["seq_len"]),
             micro_batch=int(row["micro_batch"]),
             grad_checkpointing=_bool(row["grad_checkpointing"]),
-            attention=row["attention"],  # type: ignore[arg-type]
+            attention=_choice(row, "attention", get_args(Attention)),
             lora_rank=int(row["lora_rank"]),
-            lora_targets=row["lora_targets"],  # type: ignore[arg-type]
-            loss=loss,  # type: ignore[arg-type]
-            sharding=row["sharding"],  # type: ignore[arg-type]
+            lora_targets=_choice(row, "lora_targets", get_args(LoraTargets)),
+            loss=_choice(row, "loss", get_args(Loss), loss),
+            sharding=_choice(row, "sharding", get_args(Sharding)),
             offload=_bool(row["offload"]),
         ),
         dataset_tokens=int(row["dataset_tokens"]),

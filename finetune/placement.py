@@ -203,7 +203,7 @@ def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobM
         "multi_node": nodes > 1,
         "fabric_warning": _fabric_warning(nodes, hw.inter_node_gbps),
     }
-    unknown_time = {"estimated_hours": None, "compute_hours": None, "comm_hours": None}
+    unknown_time: dict[str, Any] = {"estimated_hours": None, "compute_hours": None, "comm_hours": None}
     if not placement.fits:
         reason = (
             f"does not fit: needs {placement.total_gb:.1f} GB per GPU even with {sharding} over "
@@ -228,11 +228,13 @@ def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobM
         memory.model, job, fjob.train_tokens, n, gpn, tflops, intra, hw.inter_node_gbps, gpu=gpu
     )
     hours = time.hours if math.isfinite(time.hours) else None
-    reason = fields["fabric_warning"] or (None if hours is not None else time.warning or "unbounded time")
+    unpriced: str | None = fields["fabric_warning"] or (
+        None if hours is not None else time.warning or "unbounded time"
+    )
     return Plan(
         **fields,
         estimated_hours=hours,
         compute_hours=time.compute_hours,
         comm_hours=time.comm_hours if math.isfinite(time.comm_hours) else None,
-        unpriced_reason=reason,
+        unpriced_reason=unpriced,
     )

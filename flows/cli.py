@@ -118,6 +118,7 @@ def _run_refresh(names: list[str] | None, *, settings: Settings, **options: obje
 
     _log_progress()
     try:
+        # options are the CLI's own keyword arguments, passed through untyped (`**options: object`)
         return run_refresh(RefreshPlan(providers=names, **options), LocalRunner())  # type: ignore[arg-type]
     except (ValueError, WarehouseError) as exc:
         raise _fail(str(exc)) from None
@@ -536,6 +537,7 @@ def export(
     _writable_dir(out or Settings().feeds_dir, "--out folder")
     con = _read_only(sandbox=False)  # it writes the feed files; the SQL is ours, not a user's
     try:
+        # each of formats was checked against FORMATS above; mypy still sees tuple[str]
         written = write_feeds(con, out or Settings().feeds_dir, formats, include_stale=include_stale)  # type: ignore[arg-type]
     finally:
         con.close()

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
 
@@ -59,6 +59,9 @@ from warehouse.pipeline import (
 )
 from warehouse.publish import PublishError, publish_if_configured
 from warehouse.report import SITE_DIR_NAME, write_report
+
+if TYPE_CHECKING:  # only annotates the connection variable
+    import duckdb
 
 T = TypeVar("T")
 log = logging.getLogger("gpucost.refresh")
@@ -296,6 +299,7 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
     spool_root = home_dir / "spool"
 
     # 1. a short write: record the run's start; read what earlier fetches validated
+    con: duckdb.DuckDBPyConnection | None  # closed (None) while the providers fetch
     con = open_warehouse(warehouse_path)
     try:
         check_mode(con, plan.mode, warehouse_path)

@@ -57,7 +57,8 @@ def secrets_from_blocks(variables: Sequence[str]) -> dict[str, str]:
     found = {}
     for variable in variables:
         try:
-            found[variable] = Secret.load(block_name(variable)).get()
+            # Prefect types load() as sync-or-awaitable (sync_compatible); called from sync code it is sync
+            found[variable] = Secret.load(block_name(variable)).get()  # type: ignore[union-attr]
         except ValueError:  # no such block
             continue
     return found
@@ -82,6 +83,7 @@ class PrefectRunner:
     name = "prefect"
 
     def run_id_of_orchestrator(self) -> str | None:
+        # only called inside the refresh flow, where the run context has a flow run
         return str(get_run_context().flow_run.id)  # type: ignore[union-attr]
 
     def extra_secrets(self, names: Sequence[str]) -> dict[str, str]:
@@ -92,7 +94,8 @@ class PrefectRunner:
         return [future.result() for future in futures]
 
     def step(self, name: str, fn: Callable[..., T], *args: Any) -> T:
-        return run_step(name, fn, args)
+        # a task called inside a flow returns its result; Prefect's stubs allow a coroutine too
+        return run_step(name, fn, args)  # type: ignore[return-value]
 
     def publish(self, summary: RefreshSummary) -> None:
         _publish_artifact(summary)
@@ -131,7 +134,8 @@ class ArtifactDownloads:
 
 # max_workers: every provider fetches at once (they wait on the network, not the CPU); 32 covers
 # the registry with room, and the HTTP client's per-host bound still applies
-@flow(name="refresh", task_runner=ThreadPoolTaskRunner(max_workers=32), log_prints=True)
+# Prefect 3.9 types the runner's future parameter so that a plain ThreadPoolTaskRunner does not match
+@flow(name="refresh", task_runner=ThreadPoolTaskRunner(max_workers=32), log_prints=True)  # type: ignore[arg-type]
 def refresh(
     providers: list[str] | None = None,
     replay: str | None = None,

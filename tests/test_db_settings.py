@@ -1,6 +1,6 @@
 """Where settings come from and what a bad one does; opening the warehouse when it is busy, not a
 warehouse, or fails half-way (never left held); migrations' rules; and the data dictionary's command
-(`python -m warehouse.dictionary [--check]`)."""
+(`python -m warehouse.feeds_doc [--check]`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from tests.conftest import REPO
-from warehouse import db, dictionary
+from warehouse import db, dictionary, feeds_doc
 from warehouse.db import (
     MigrationError,
     Settings,
@@ -297,21 +297,21 @@ def test_the_dictionary_command_writes_the_doc_and_check_says_when_it_is_stale(
     tmp_path: Path, monkeypatch, capsys
 ):
     doc = tmp_path / "docs" / "feeds.md"
-    monkeypatch.setattr(dictionary, "DOC_PATH", doc)
-    assert dictionary.main(["--check"]) == 1  # missing counts as stale
-    assert "is stale; run `uv run python -m warehouse.dictionary`" in capsys.readouterr().err
-    assert dictionary.main([]) == 0
+    monkeypatch.setattr(feeds_doc, "DOC_PATH", doc)
+    assert feeds_doc.main(["--check"]) == 1  # missing counts as stale
+    assert "is stale; run `uv run python -m warehouse.feeds_doc`" in capsys.readouterr().err
+    assert feeds_doc.main([]) == 0
     assert capsys.readouterr().out.strip() == f"wrote {doc}"
     assert doc.read_text().startswith("# Feeds: the data dictionary")
-    assert dictionary.main(["--check"]) == 0 and capsys.readouterr().err == ""
+    assert feeds_doc.main(["--check"]) == 0 and capsys.readouterr().err == ""
     doc.write_text(doc.read_text().replace("Timestamps are UTC.", "Timestamps are local."))
-    assert dictionary.main(["--check"]) == 1
+    assert feeds_doc.main(["--check"]) == 1
     assert f"{doc} is stale" in capsys.readouterr().err
 
 
-def test_python_m_warehouse_dictionary_check_passes_on_the_committed_doc():
+def test_python_m_warehouse_feeds_doc_check_passes_on_the_committed_doc():
     done = subprocess.run(
-        [sys.executable, "-m", "warehouse.dictionary", "--check"],
+        [sys.executable, "-m", "warehouse.feeds_doc", "--check"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -18,16 +18,9 @@ from typer.testing import CliRunner
 
 from tests.factories import make_offer
 from warehouse.db import connect, load_seeds, migrate, open_warehouse
-from warehouse.dictionary import (
-    COLUMNS,
-    DOC_PATH,
-    MARTS,
-    UndocumentedColumn,
-    comment_marts,
-    render_markdown,
-    undocumented,
-)
+from warehouse.dictionary import COLUMNS, MARTS, UndocumentedColumn, comment_marts, undocumented
 from warehouse.export import FEEDS, MANIFEST, SAMPLE_MARKER, Feed, read_manifest, sha256_of, write_feeds
+from warehouse.feeds_doc import DOC_PATH, render_markdown
 from warehouse.finetune import build_finetune_marts
 from warehouse.load import load_offers
 from warehouse.marts import build_marts
@@ -213,7 +206,7 @@ def test_comments_come_back_after_every_rebuild():
 
 def test_docs_feeds_md_is_current():
     assert DOC_PATH.read_text() == render_markdown(FEEDS), (
-        "docs/feeds.md is stale: run `uv run python -m warehouse.dictionary`"
+        "docs/feeds.md is stale: run `uv run python -m warehouse.feeds_doc`"
     )
 
 

@@ -225,6 +225,7 @@ def fetched_between(frame: pl.DataFrame) -> tuple[datetime | None, datetime | No
     """(oldest, newest) `last_seen_at` of the rows: when the prices shown were fetched."""
     if frame.is_empty() or "last_seen_at" not in frame.columns:
         return None, None
+    # polars types Series.min() as any Python literal; a timestamp column's is a datetime
     return frame["last_seen_at"].min(), frame["last_seen_at"].max()  # type: ignore[return-value]
 
 

@@ -163,7 +163,7 @@ def _relative(sha: str, compression: str | None, prefilter: str | None) -> str:
 
 def _existing(raw_root: Path, sha: str, prefilter: Prefilter | None) -> Stored | None:
     """The body already stored, in any form that reads back to what parsing needs."""
-    forms = [(COMPRESSION, prefilter.name)] if prefilter else []
+    forms: list[tuple[str | None, str | None]] = [(COMPRESSION, prefilter.name)] if prefilter else []
     forms += [(COMPRESSION, None), (None, None)]  # the whole body (plain: written before 004)
     for compression, name in forms:
         relative = _relative(sha, compression, name)
@@ -213,6 +213,7 @@ def _write(
                         writer.write(chunk)
                 else:
                     try:
+                        # the hashing reader has the read() the filter uses, not all of BinaryIO
                         for piece in prefilter.keep(reader):  # type: ignore[arg-type]
                             writer.write(piece)
                     except Exception as exc:  # landing must never lose a body: store it whole
@@ -341,7 +342,7 @@ def open_body(raw_root: Path, payload_path: str, compression: str | None) -> Bin
     if compression != COMPRESSION:
         fh.close()
         raise ArchiveError(f"{path}: unknown compression {compression!r}; is this gpucost too old for it?")
-    return zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)  # type: ignore[return-value]
+    return zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
 
 
 def read_body(raw_root: Path, payload_path: str, compression: str | None) -> bytes:

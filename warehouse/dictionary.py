@@ -2,10 +2,12 @@
 
 Everything that describes a column is generated from `COLUMNS`: the DuckDB comments on the marts
 (`comment_marts`, run at the end of every `build_marts`), the Parquet key/value metadata of the v2
-feeds and the data dictionary `docs/feeds.md` (`render_markdown`; regenerate it with
-`uv run python -m warehouse.dictionary`). tests/test_feeds.py fails when a mart or feed column has no
-entry here, when an entry's type differs from what DuckDB builds, and when docs/feeds.md is stale or
-names a column that no feed has.
+feeds and the data dictionary `docs/feeds.md` (`warehouse.feeds_doc`; regenerate it with
+`uv run python -m warehouse.feeds_doc`). This module imports no other project module: `export` and
+`feeds_doc` build on it, and the doc renderer, which needs both the columns and the feed list, lives
+above both (an import circle dictionary <-> export is refused by the `no-circles` import contract).
+tests/test_feeds.py fails when a mart or feed column has no entry here, when an entry's type differs
+from what DuckDB builds, and when docs/feeds.md is stale or names a column that no feed has.
 
 Mart columns keep the names other code relies on (DESIGN.md), some of which hide their unit
 (`intra_node_gbps` is gigabytes per second, `inter_node_gbps` gigabits). Feeds v2 rename those so a
@@ -16,18 +18,10 @@ expression over the feed's relation.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
-
-if TYPE_CHECKING:  # export imports this module; the feed list is only needed to render the doc
-    from warehouse.export import Feed
-
-DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "feeds.md"
 
 # Units, spelled one way everywhere. GB is 10^9 bytes (finetune/memory.py); VRAM is as vendors state it.
 USD_HOUR = "USD per hour"
@@ -599,7 +593,7 @@ def column(name: str) -> Column:
     except KeyError:
         raise UndocumentedColumn(
             f"column {name!r} has no entry in warehouse/dictionary.py COLUMNS; add its type, unit and "
-            "meaning there, then run `uv run python -m warehouse.dictionary`"
+            "meaning there, then run `uv run python -m warehouse.feeds_doc`"
         ) from None
 
 
@@ -636,78 +630,3 @@ def comment_marts(con: duckdb.DuckDBPyConnection) -> int:
 def undocumented(names: Iterable[str]) -> list[str]:
     """The names among `names` that have no dictionary entry."""
     return [name for name in names if name not in COLUMNS]
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def render_markdown(feeds: Sequence[Feed]) -> str:
-    """docs/feeds.md: how to read the feeds, then one table per feed (name, type, unit, meaning)."""
-    lines = [
-        "# Feeds: the data dictionary",
-        "",
-        "<!-- Generated from warehouse/dictionary.py and warehouse/export.py by "
-        "`uv run python -m warehouse.dictionary`; do not edit by hand. -->",
-        "",
-        "Every refresh and `gpucost export` write these files to `$GPUCOST_FEEDS_DIR` (default",
-        "`./feeds`), and, when `GPUCOST_FEEDS_URL` is set, to object storage. A feed's columns never",
-        "change within a version: a new column means a new version, written beside the old one.",
-        "",
-        "- **v1** keeps the marts' names, some of which hide their unit (`intra_node_gbps` is GB/s,",
-        "  `inter_node_gbps` is Gb/s).",
-        "- **v2** names carry their unit: `_gbytes_per_s` vs `_gbits_per_s`, `_usd_per_hour`,",
-        "  `_gb` (10^9 bytes), `_hours`, and `_at` for a UTC timestamp. v2 Parquet files carry",
-        "  key/value metadata: `feed`, `feed_version`, `run_id`, `generated_at`, `data_mode`",
-        "  (`live` or `replay`) and `columns` (this table as JSON). Their tables below say in `from`",
-        "  which mart column or SQL a renamed or derived column comes from (empty: the mart column of",
-        "  the same name).",
-        "- **`manifest.json`**, written last, lists every file of the publication with its rows,",
-        "  bytes and sha256, and the run id, `generated_at` and `data_mode`. Read it first; a file",
-        "  whose checksum differs belongs to a newer publication that is still being written.",
-        "- `SAMPLE_DATA.txt` sits beside feeds written from recorded sample data (`--replay`).",
-        "",
-        "Types are DuckDB's (Parquet keeps them; CSV is text). Timestamps are UTC.",
-        "",
-    ]
-    for feed in feeds:
-        formats = ", ".join(f"`{feed.filename(fmt)}`" for fmt in feed.formats)
-        lines += [
-            f"## {feed.name} v{feed.version}",
-            "",
-            f"{feed.description} Files: {formats}. From `{feed.relation}`"
-            + (f", rows where `{feed.where}`" if feed.where != "true" else "")
-            + f"; ordered by {', '.join(f'`{c}`' for c in feed.order_by)}.",
-            "",
-            "| column | type | unit | meaning |" + (" from |" if feed.documented_names else ""),
-            "|---|---|---|---|" + ("---|" if feed.documented_names else ""),
-        ]
-        for name in feed.columns:
-            entry = column(name)
-            row = f"| `{entry.name}` | {entry.type} | {_cell(entry.unit) or '—'} | {_cell(entry.meaning)} |"
-            if feed.documented_names:
-                row += f" `{_cell(entry.source)}` |" if entry.source else " |"
-            lines.append(row)
-        lines.append("")
-    return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Write docs/feeds.md (`--check`: exit 1 when it is stale instead)."""
-    from warehouse.export import FEEDS
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    text = render_markdown(FEEDS)
-    if "--check" in args:
-        stale = not DOC_PATH.exists() or DOC_PATH.read_text() != text
-        if stale:
-            print(f"{DOC_PATH} is stale; run `uv run python -m warehouse.dictionary`", file=sys.stderr)
-        return int(stale)
-    DOC_PATH.parent.mkdir(parents=True, exist_ok=True)
-    DOC_PATH.write_text(text)
-    print(f"wrote {DOC_PATH}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

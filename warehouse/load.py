@@ -385,10 +385,10 @@ def load_offers(
             and not guards.accept_changes
             and _jumped(old.price_per_hour, row["price_per_hour"], guards.jump_factor)
         )
-        if moved:
+        if moved and old is not None:  # moved implies old; said again for the type checker
             previous = confirmed.get(_key_text(provider, key))
             if previous is None or _jumped(previous, row["price_per_hour"], CONFIRM_FACTOR):
-                row["_old_price_per_hour"] = old.price_per_hour  # type: ignore[union-attr]
+                row["_old_price_per_hour"] = old.price_per_hour
                 bad.append(("price_jump", row))
                 continue
         loadable.append(row)

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -400,7 +401,8 @@ def _load_rates(
         ).fetchall()
     )
     confirmed = held_moves(con, batch.provider, run_id)
-    good, bad = [], []
+    good: list[FxRate] = []
+    bad: list[tuple[str, FxRate, dict[str, Any] | None]] = []
     for rate in batch.fx_rates:
         old = newest.get(rate.currency)
         previous = confirmed.get(f"{batch.provider}|{rate.currency}")
