@@ -887,7 +887,7 @@ class Client(httpx.Client):
             content=content,
             headers=headers,
             extensions=extensions,
-            **({"timeout": timeout} if timeout is not None else {}),
+            timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
         )
         safe_url = redact(str(request.url), self.secrets)
         what = f"{method.upper()} {safe_url}"

@@ -34,7 +34,7 @@ from warehouse.db import PACKAGE_DIR, SEEDS_DIR
 
 LIFECYCLE_SEED = "provider_lifecycle.csv"
 HEALTH_SQL = PACKAGE_DIR / "sql" / "queries" / "provider_health.sql"
-HEALTH_SCHEMA = {
+HEALTH_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "provider": pl.String,
     "provider_state": pl.String,
     "provider_failing_since": pl.Datetime("us", "UTC"),
