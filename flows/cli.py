@@ -393,7 +393,7 @@ def report(
     ] = None,
 ) -> None:
     """Write the comparison page: one self-contained index.html (opens from file://, no network)."""
-    from warehouse.report import ReportUnavailable, default_site_dir, write_report
+    from answers.report import ReportUnavailable, default_site_dir, write_report
 
     folder = out or default_site_dir()
     _writable_dir(folder, "--out folder")

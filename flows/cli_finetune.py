@@ -12,11 +12,11 @@
     gpucost models
 
 `memory` and `estimate --gpu` need no warehouse. Plain `estimate` reads marts.gpu_offers read-only
-and prices the job on every current offer with `warehouse.finetune.cost_frame`, the same code that
+and prices the job on every current offer with `warehouse.finetune_marts.cost_frame`, the same code that
 builds marts.finetune_costs. By default it ranks on-demand offers; `--spot` adds spot offers (their
 expected cost includes the work lost to interruptions), ranked together by cost. The filters of
 `gpucost prices` (flows/cli_prices.py; `--offer-gpu` for its `--gpu`) narrow the offers, and
-`warehouse.answers.frontier` folds those neither faster nor cheaper than another of the same
+`answers.prices.frontier` folds those neither faster nor cheaper than another of the same
 provider, GPU and pricing type (`--all` shows them).
 
 `--model` takes a seeded model (llm_models.csv, by id or unique suffix; Instruct / chat / -it
@@ -42,6 +42,7 @@ import typer
 from rich import box
 from rich.table import Table
 
+from answers.prices import OFFER_KEY, OfferFilters, check_filters, current_offers, frontier
 from finetune import (
     Accelerator,
     Attention,
@@ -85,11 +86,10 @@ from flows.cli_prices import (
 )
 from flows.hf_configs import ConfigNotFound, resolve_config
 from flows.output import console, err
-from warehouse.answers import OFFER_KEY, OfferFilters, check_filters, current_offers, frontier
 from warehouse.db import WarehouseError, open_reader
-from warehouse.finetune import cost_frame, has_p2p, read_offers
+from warehouse.finetune_marts import cost_frame, has_p2p, read_offers
 from warehouse.hardware import GpuSpec, HardwareCatalog
-from warehouse.models import load_models
+from warehouse.seed_models import load_models
 
 
 def _choices(name: str, literal: object) -> Any:
@@ -719,7 +719,7 @@ def estimate(
 
 # a console this wide shows price source, age and spot band as columns
 WIDE_TABLE = 140
-# the estimate's extra columns, from warehouse.answers.current_offers
+# the estimate's extra columns, from answers.prices.current_offers
 _DETAILS = (
     "price_statistic",
     "price_is_from",

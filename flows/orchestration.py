@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 import httpx
 
+from answers.report import SITE_DIR_NAME, write_report
 from connectors.base import Connector
 from connectors.http import make_client
 from warehouse.db import Settings, check_mode, open_warehouse, open_warehouse_when_free
@@ -48,7 +49,6 @@ from warehouse.pipeline import (
     start_run,
 )
 from warehouse.publish import PublishError, publish_if_configured
-from warehouse.report import SITE_DIR_NAME, write_report
 
 T = TypeVar("T")
 log = logging.getLogger("gpucost.refresh")
@@ -367,7 +367,7 @@ def _land(con: Any, raw_root: Path, run_id: str, batch: ProviderBatch, guards: G
 
 
 def _build_marts(con: Any) -> dict[str, int]:
-    from warehouse import finetune
+    from warehouse import finetune_marts as finetune
 
     return build_marts(con, finetune=finetune.build_finetune_marts)
 

@@ -28,7 +28,7 @@ from warehouse.dictionary import (
     undocumented,
 )
 from warehouse.export import FEEDS, MANIFEST, SAMPLE_MARKER, Feed, read_manifest, sha256_of, write_feeds
-from warehouse.finetune import build_finetune_marts
+from warehouse.finetune_marts import build_finetune_marts
 from warehouse.load import load_offers
 from warehouse.marts import build_marts
 from warehouse.publish import (

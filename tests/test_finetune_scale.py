@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import warehouse.finetune as ft
+import warehouse.finetune_marts as ft
 from finetune import FinetuneJob, Job, ModelSpec, billed_hours, expected_spot_hours
 from finetune.placement import Hardware, MemoryTable, place, plan_job
 from tests.factories import make_offer
@@ -24,7 +24,7 @@ from tests.test_finetune import A100_80_ONE, H100_NODE, L4_ONE, OFFER_SCHEMA
 from warehouse.db import connect, load_seeds, migrate
 from warehouse.load import load_offers
 from warehouse.marts import build_marts
-from warehouse.models import load_finetune_jobs, load_models
+from warehouse.seed_models import load_finetune_jobs, load_models
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = load_models()

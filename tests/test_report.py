@@ -1,4 +1,4 @@
-"""The comparison page (warehouse/report.py): what it embeds equals the marts; the page is valid HTML,
+"""The comparison page (answers/report.py): what it embeds equals the marts; the page is valid HTML,
 self-contained and written atomically; `gpucost report` writes it."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import html5lib
 import pytest
 from typer.testing import CliRunner
 
+from answers import report
 from flows.cli import app
 from tests.factories import make_offer
 from tests.replay_warehouse import build_replay_warehouse
-from warehouse import report
 from warehouse.db import SAMPLE_BANNER, connect, load_seeds, migrate
 from warehouse.load import load_offers
 from warehouse.marts import build_marts

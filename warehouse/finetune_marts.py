@@ -17,7 +17,7 @@ frames with it and writes the marts. `build_finetune_marts` runs inside
   offers joined to plans and billed in SQL. Nothing of size jobs × offers is ever written: at 10k
   offers that table was 4M rows and most of a refresh.
 
-Jobs and models come from `warehouse.models.load_finetune_jobs` / `load_models`, the one parser of
+Jobs and models come from `warehouse.seed_models.load_finetune_jobs` / `load_models`, the one parser of
 `seeds/finetune_jobs.csv` and `seeds/llm_models.csv` (the same files `load_seeds` puts in `core.*`).
 
 Placement (`finetune.placement`): fewest nodes that fit, then the lightest sharding; nodes are capped
@@ -74,7 +74,7 @@ from finetune.placement import (
 )
 from finetune.time import PCIE_X16_GBYTES_PER_S
 from warehouse.db import WarehouseError
-from warehouse.models import load_finetune_jobs, load_models
+from warehouse.seed_models import load_finetune_jobs, load_models
 
 __all__ = [
     "FINETUNE_RELATIONS",

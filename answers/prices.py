@@ -42,7 +42,8 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import polars as pl
 
-from warehouse.db import PACKAGE_DIR, WarehouseError
+from answers import AnswerError
+from warehouse.db import PACKAGE_DIR
 from warehouse.hardware import HardwareCatalog
 from warehouse.marts import resolve_descriptions
 
@@ -53,10 +54,6 @@ SERIES_KEY = ("gpu_name", "provider", "pricing_type")
 # the precision `gpucost estimate` shows hours and dollars at, which the frontier compares at
 TIME_STEP_HOURS = 0.01
 COST_STEP_USD = 0.01
-
-
-class AnswerError(WarehouseError):
-    """A filter names nothing that exists, or the warehouse cannot answer yet; says what to do."""
 
 
 @dataclass(frozen=True)
