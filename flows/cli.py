@@ -25,6 +25,8 @@ import duckdb
 import typer
 from rich.table import Table
 
+from answers import AnswerError
+from answers import status as answers_status
 from flows import STARTED, cli_finetune, cli_prices
 from flows.output import console, err
 from warehouse.db import (
@@ -413,44 +415,18 @@ def status() -> None:
     """The last run of each provider: when, status, rows, error."""
     con = _read_only()
     try:
-        rel = con.sql(
-            """
-            select
-                provider,
-                status,
-                strftime(finished_at, '%Y-%m-%d %H:%M') as finished_utc,
-                offers_loaded as loaded,
-                offers_quarantined as quarantined,
-                coalesce(excluded::varchar, '{}') as excluded_by_rule,
-                rows_inserted as history_added,
-                rows_closed as history_closed,
-                coalesce(error, '') as error
-            from ops.provider_runs
-            where run_id not in (select run_id from ops.runs where status = 'running')
-            qualify row_number() over (partition by provider order by started_at desc) = 1
-            order by provider
-            """
-        )
-        columns, rows = rel.columns, rel.fetchall()
-        good = con.execute(
-            "select provider, max(finished_at) from ops.provider_runs "
-            "where status in ('ok', 'degraded') and finished_at is not null group by provider"
-        ).fetchall()
-        # a run in progress or one that died says so: never 'running' forever
-        runs = con.execute(
-            "select run_id, status, started_at, error from ops.runs "
-            "where status in ('running', 'abandoned') order by started_at desc limit 5"
-        ).fetchall()
+        answer = answers_status.status(con)
+    except AnswerError as exc:
+        raise _fail(str(exc)) from None
     finally:
         con.close()
-    if not rows:
-        raise _fail("no runs recorded yet; run `gpucost refresh`")
-    _print_frame(columns, rows, title="last run per provider")
-    for provider, at in sorted(good):
+    _print_frame(answer.columns, answer.rows, title="last run per provider")
+    for provider, at in sorted(answer.last_good.items()):
         console.print(f"{provider}: last good prices from {at:%Y-%m-%d %H:%M} UTC")
-    for run_id, status, started, error in runs:
+    for run in answer.open_runs:
         console.print(
-            f"run {run_id} {status} (started {started:%Y-%m-%d %H:%M} UTC){': ' + error if error else ''}"
+            f"run {run.run_id} {run.status} (started {run.started_at:%Y-%m-%d %H:%M} UTC)"
+            f"{': ' + run.error if run.error else ''}"
         )
 
 

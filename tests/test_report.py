@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from answers import report
+from answers import status as answers_status
 from flows.cli import app
 from tests.factories import make_offer
 from tests.replay_warehouse import build_replay_warehouse
@@ -331,7 +332,7 @@ def test_freshness_names_failed_providers_held_scopes_and_the_last_good_refresh(
         """,
         [T0, T0, T1, T1, T0, T0, T1, T1],
     )
-    fresh = {p["provider"]: p for p in report.freshness_data(small)["providers"]}
+    fresh = {p["provider"]: p for p in answers_status.freshness(small)["providers"]}
     assert fresh["azure"]["status"] == "failed"
     assert fresh["azure"]["last_good_at"] == int(T0.timestamp())  # the failed run is not a good one
     assert fresh["azure"]["hint"] == "check the network"

@@ -43,7 +43,7 @@ rate is nodes × the per-instance rate.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +117,9 @@ __all__ = [
     "read_offers",
     "requirements_frame",
 ]
+
+# How a plan is placed: (job memory, GPUs per node, VRAM per GPU, node limit) → Placement.
+Placer = Callable[[JobMemory, int, float, int], Placement]
 
 REQUIREMENT_GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 # The mart considers at most as many GPUs as the requirements grid shows (8 nodes of 8).
@@ -450,11 +453,13 @@ def plans_frame(
     memory: MemoryTable,
     keys: Mapping[str, str] | None = None,
     skip: Iterable[tuple[str, int]] = (),
+    placer: Placer = place,
 ) -> pl.DataFrame:
-    """One row per job × hardware key: `plan_job` on the placement `place` chooses.
+    """One row per job × hardware key: `plan_job` on the placement `placer` chooses.
 
     `keys` maps job_id to its job_key (default: the job_id); pairs in `skip` (job_key,
-    hardware_key) are left out, because the caller already holds their plans.
+    hardware_key) are left out, because the caller already holds their plans. `placer` is
+    `place` (fewest nodes up to the limit) for offers; stated hardware passes `place_at`.
     """
     skipped = set(skip)
     meta: list[tuple[str, str, str, str, float, int]] = []
@@ -470,7 +475,7 @@ def plans_frame(
         for hw_key, (hw, limit) in todo:
             spot = (hw.gpus_per_node, hw.vram_gb, limit)
             if spot not in placements:
-                placements[spot] = place(job_memory, *spot)
+                placements[spot] = placer(job_memory, *spot)
             plans.append(plan_job(fjob, hw, placements[spot], job_memory))
             meta.append((*row, hw_key))
     # column by column: a dict per row costs more than the plans themselves at 150k rows
@@ -631,16 +636,18 @@ def cost_frame(
     max_nodes: int | None = None,
     max_gpus: int | None = MART_MAX_GPUS,
     memory: MemoryTable | None = None,
+    placer: Placer = place,
 ) -> pl.DataFrame:
     """The rows of marts.finetune_costs for `jobs` on `offers` (`read_offers`), as a frame.
 
-    `con` only runs the SQL (any connection, read-only included). The mart and `gpucost estimate`
-    share `offer_inputs`, `plans_frame`, `_INPUTS_SQL` and `_COSTS_SQL`.
+    `con` only runs the SQL (any connection, read-only or in-memory included). The mart and
+    `answers.estimate` (offers and stated hardware alike) share `offer_inputs`, `plans_frame`,
+    `_INPUTS_SQL` and `_COSTS_SQL`.
     """
     memory = memory or MemoryTable()
     with _registered(con, finetune_offers_frame=_with_optional_columns(offers)):
         inputs = offer_inputs(con, "finetune_offers_frame", max_nodes=max_nodes, max_gpus=max_gpus)
-        plans = plans_frame(jobs, models, inputs.machines, memory)
+        plans = plans_frame(jobs, models, inputs.machines, memory, placer=placer)
         with _registered(
             con,
             finetune_hardware_frame=inputs.hardware,
