@@ -25,7 +25,7 @@ import duckdb
 import typer
 from rich.table import Table
 
-from answers import AnswerError
+from answers import AnswerError, catalog
 from answers import status as answers_status
 from flows import STARTED, cli_finetune, cli_prices
 from flows.output import console, err
@@ -433,16 +433,8 @@ def status() -> None:
 @app.command()
 def gpus() -> None:
     """The canonical GPU catalog with its specs (warehouse/seeds/gpus.csv)."""
-    con = connect(":memory:")
-    from warehouse.db import load_seeds, migrate
-
-    migrate(con)
-    load_seeds(con)
-    rel = con.sql(
-        "select gpu_name, vendor, architecture, vram_gb, memory_type, memory_bandwidth_gbps, "
-        "bf16_tflops, fp8_tflops, nvlink_gbps, form_factor from core.gpus order by vendor, gpu_name"
-    )
-    _print_frame(rel.columns, rel.fetchall(), title="canonical GPUs", limit=1000)
+    columns, rows = catalog.gpu_catalog()
+    _print_frame(columns, rows, title="canonical GPUs", limit=1000)
 
 
 @app.command()
@@ -450,10 +442,9 @@ def unmapped() -> None:
     """Current offers whose GPU the seeds cannot name (fix: add an alias or instance type row)."""
     con = _read_only()
     try:
-        rel = con.sql("select * from marts.unmapped_gpus")
-        columns, rows = rel.columns, rel.fetchall()
-    except duckdb.CatalogException:
-        raise _fail("no marts yet; run `gpucost refresh` first") from None
+        columns, rows = catalog.unmapped(con)
+    except AnswerError as exc:
+        raise _fail(str(exc)) from None
     finally:
         con.close()
     if not rows:

@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 import httpx
 
+from answers.catalog import cheapest_per_gpu
 from answers.report import SITE_DIR_NAME, write_report
 from connectors.base import Connector
 from connectors.http import make_client
@@ -44,7 +45,9 @@ from warehouse.pipeline import (
     environment,
     finish_run,
     land,
+    mark_marts_built,
     new_run_id,
+    running_run_ids,
     select_connectors,
     start_run,
 )
@@ -52,15 +55,6 @@ from warehouse.publish import PublishError, publish_if_configured
 
 T = TypeVar("T")
 log = logging.getLogger("gpucost.refresh")
-
-CHEAPEST_SQL = """
-    select gpu_name, provider, instance_type, region, pricing_type, price_source,
-        round(price_usd_per_gpu_hour, 4) as usd_per_gpu_hour
-    from marts.gpu_offers
-    qualify row_number() over (partition by gpu_name order by price_usd_per_gpu_hour) = 1
-    order by vram_gb desc, usd_per_gpu_hour
-    limit 25
-"""
 
 
 @dataclass
@@ -270,9 +264,7 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
     try:
         check_mode(con, plan.mode, warehouse_path)
         start_run(con, run_id, plan.mode, [c.name for c in connectors], runner.run_id_of_orchestrator())
-        running = [
-            r for (r,) in con.execute("select run_id from ops.runs where status = 'running'").fetchall()
-        ]
+        running = running_run_ids(con)
         previous = {c.name: previous_validators(con, c.name) for c in connectors}
     finally:
         con.close()
@@ -315,12 +307,11 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
         order = [c.name for c in connectors]
         outcomes.sort(key=lambda o: order.index(o.provider))
         summary.mart_rows = runner.step("build marts", _build_marts, con)
-        con.execute("update ops.runs set marts_built_at = ? where run_id = ?", [datetime.now(UTC), run_id])
+        mark_marts_built(con, run_id, datetime.now(UTC))
         summary.feeds = runner.step("write feeds", _write_feeds, con, out_dir, run_id, plan.mode == "replay")
         summary.report = str(runner.step("write report", write_report, con, out_dir / SITE_DIR_NAME))
         summary.status = finish_run(con, run_id, outcomes)
-        cheapest = con.sql(CHEAPEST_SQL)
-        summary.cheapest = [dict(zip(cheapest.columns, row, strict=True)) for row in cheapest.fetchall()]
+        summary.cheapest = cheapest_per_gpu(con)
     except BaseException as exc:
         if con is None:
             con = open_warehouse_when_free(warehouse_path)
