@@ -3,7 +3,8 @@
 The mart side of each comparison is a `marts.gpu_offers` row per box, written here in SQL from
 `core.gpus` the way instance_types.csv describes such a box (NVSwitch / Infinity Fabric on SXM, OAM
 and Superchip boards with NVLink, PCIe otherwise, nothing for one GPU), read by the mart's
-`read_offers` (its join of core.gpus) and priced by `cost_frame` (the mart's SQL); the stated side is `answers.estimate.on_hardware` from the same GPU name.
+`read_offers` (its join of core.gpus) and priced by `cost_frame` (the mart's SQL); the stated
+side is `answers.estimate.on_hardware` from the same GPU name.
 """
 
 from __future__ import annotations
