@@ -1,4 +1,5 @@
-"""The answers behind `gpucost prices`, `gpucost estimate` and `gpucost history`.
+"""Prices: the answers behind `gpucost prices` and `gpucost history`, and the filters and frontier
+`answers.estimate` ranks offers with.
 
 Pure functions over a DuckDB connection (a read-only, sandboxed one is enough) and frozen filter
 values; they return polars frames and never print. The SQL is fixed text (no user input is ever

@@ -64,3 +64,15 @@ def test_interconnect_and_sharding_reach_the_stated_estimate() -> None:
     assert zero3["sharding"] == "zero3" and zero3["hours"] > pcie["hours"]
     bad = runner.invoke(app, [*base[:-1], "--gpu", "L4", "--interconnect", "nvlink"])
     assert bad.exit_code == 1 and "--interconnect pcie" in bad.output
+
+
+def test_the_pages_job_form_uses_the_option_names() -> None:
+    """The page's job picker (answers/report/queries/fit_jobs.sql) describes a job by the same
+    names as the command line, so a knob renamed in one place fails here."""
+    from answers.report import query
+
+    sql = query("fit_jobs")
+    shown = {"method", "seq_len", "micro_batch", "precision", "optimizer", "lora_rank"}
+    for name in shown:
+        assert f"jobs.{name}" in sql, name
+    assert shown <= set(JOB_OPTIONS)

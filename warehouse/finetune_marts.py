@@ -17,6 +17,10 @@ frames with it and writes the marts. `build_finetune_marts` runs inside
   offers joined to plans and billed in SQL. Nothing of size jobs × offers is ever written: at 10k
   offers that table was 4M rows and most of a refresh.
 
+What of an offer the model reads (links, P2P, the fp16 fallback, the interruption rate, billing
+granularity, node limits) is `finetune.offer`, the same translation `answers.estimate` applies to
+stated hardware; this module runs it once per distinct hardware and spot band.
+
 Jobs and models come from `warehouse.seed_models.load_finetune_jobs` / `load_models`, the one parser of
 `seeds/finetune_jobs.csv` and `seeds/llm_models.csv` (the same files `load_seeds` puts in `core.*`).
 
@@ -24,10 +28,11 @@ Placement (`finetune.placement`): fewest nodes that fit, then the lightest shard
 by `max_nodes` (the CLI's --max-nodes) and by MART_MAX_GPUS GPUs in all for the mart.
 
 * Time is `finetune.estimate_time`, a per-step roofline, with the offer's dense bf16 TFLOPS (fp16 on
-  GPUs without bf16, T4 and V100), its memory bandwidth and generation from gpus.csv, and links:
-  the seeds state intra-node bandwidth in bidirectional GB/s (halved to the per-direction rate a
-  ring collective sees) and inter-node in Gb/s per node. A multi-GPU PCIe offer whose seed leaves
-  the bandwidth empty gets the GPU's PCIe x16 rate; GeForce cards (no P2P) stage through host memory.
+  GPUs without bf16, T4 and V100), its memory bandwidth and generation from gpus.csv, and links
+  as `finetune.offer.hardware_of` translates them: the seeds state intra-node bandwidth in
+  bidirectional GB/s (the mart's `intra_node_gbps`), the model takes GB/s per direction
+  (`intra_node_gbytes_per_s`); an NVLink bridge beyond two GPUs and a PCIe offer with no stated
+  rate run at the GPU's PCIe x16 rate; GeForce cards (no P2P) stage through host memory.
 * Multi-node on an offer without a fast fabric (< finetune.FAST_FABRIC_GBPS, or unknown) is
   flagged in `fabric_warning` and not priced: `priced` is false and the cost columns are null.
   So is a GPU with neither dense bf16 nor fp16 TFLOPS in gpus.csv (`unpriced_reason` says which).
@@ -36,8 +41,8 @@ Cost: billed hours are the hours rounded up to the provider's billing granularit
 minimum charge (`finetune.billed_hours`), × price per instance-hour × nodes. On spot, the hours
 are first stretched by the expected lost work (`finetune.expected_spot_hours`), with the
 interruption rate of AWS' Spot Advisor band where the offer carries one, else a default per
-provider `spot_kind` (constants below). Any node's interruption stops the whole job, so the job's
-rate is nodes × the per-instance rate.
+provider `spot_kind` (constants in `finetune.offer`). Any node's interruption stops the whole
+job, so the job's rate is nodes × the per-instance rate.
 """
 
 from __future__ import annotations
