@@ -16,7 +16,7 @@ from finetune import (
     Job,
     memory_per_gpu,
 )
-from warehouse.models import load_models
+from warehouse.seed_models import load_models
 
 MODELS = {
     "7B": "Qwen/Qwen2.5-7B",

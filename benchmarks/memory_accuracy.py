@@ -26,7 +26,7 @@ from finetune import (
     ModelSpec,
     memory_per_gpu,
 )
-from warehouse.models import load_models
+from warehouse.seed_models import load_models
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured_memory_calibration.csv"
 GIB_IN_GB = 2**30 / 1e9

@@ -24,9 +24,9 @@ from pathlib import Path
 # the replay builder and the browser driver live with the tests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from answers import report
 from tests.cdp import Chromium, find_chromium
 from tests.replay_warehouse import build_replay_warehouse
-from warehouse import report
 from warehouse.db import connect
 
 TARGET_BYTES = 2_000_000

@@ -5,9 +5,9 @@ runs the marts step of a refresh (`build_marts` with the fine-tuning marts) once
 its own copy of that warehouse, each in its own child process so that its peak RSS (`ru_maxrss`) is
 its own:
 
-    before   warehouse/finetune.py as of BEFORE_REV (git show), run against today's finetune/:
+    before   warehouse/finetune.py (the old name) as of BEFORE_REV, run against finetune/:
              marts.finetune_costs materialized as a table, pricing inputs built row by row
-    after    the working tree's warehouse/finetune.py
+    after    the working tree's warehouse/finetune_marts.py
 
 Columns: `mart s, first` is the whole marts step of a refresh (staging, marts.gpu_offers, the
 fine-tuning marts, column comments) in one transaction on a warehouse without fine-tuning marts;
@@ -195,7 +195,7 @@ def build_warehouse(path: Path, n: int) -> None:
 
 def _module(variant: str, rev: str) -> ModuleType:
     if variant == "after":
-        from warehouse import finetune
+        from warehouse import finetune_marts as finetune
 
         return finetune
     source = subprocess.run(
@@ -215,7 +215,7 @@ def measure(path: Path, variant: str, rev: str) -> dict[str, Any]:
     from finetune import FinetuneJob, Job
     from warehouse.db import connect
     from warehouse.marts import build_marts
-    from warehouse.models import load_finetune_jobs, load_models
+    from warehouse.seed_models import load_finetune_jobs, load_models
 
     module = _module(variant, rev)
     models, jobs = load_models(), load_finetune_jobs()

@@ -30,8 +30,8 @@ from pathlib import Path
 from benchmarks.memory_accuracy import resolve_model
 from finetune import Accelerator, Job, ModelSpec, estimate_time
 from finetune.job import padded_batch_length
-from warehouse.finetune import has_p2p
-from warehouse.models import SEEDS_DIR, load_models
+from finetune.offer import has_p2p
+from warehouse.seed_models import SEEDS_DIR, load_models
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured_throughput_calibration.csv"
 TOLERANCE_PCT = 35.0

@@ -1,7 +1,7 @@
 """The fine-tuning model: what a job needs in memory, how long it runs, what it costs (pure).
 
 No DuckDB, no I/O: `warehouse/` builds its marts from these functions and reads the seeds;
-`flows/` resolves Hugging Face configs. Modules by concern:
+`answers/` prices one job with them; `flows/` resolves Hugging Face configs. Modules by concern:
 
 * `architecture`: ModelSpec from a config.json or a seed row; parameter counts;
 * `job`: the job's knobs (method, precision, optimizer, loss, quantization, shapes, padded data,
@@ -10,7 +10,11 @@ No DuckDB, no I/O: `warehouse/` builds its marts from these functions and reads 
 * `time`: a per-step roofline (matmuls, attention, memory traffic, dequantization, dispatch,
   optimizer, communication);
 * `cost`: billing granularity, minimum charges, spot interruptions;
-* `placement`: fewest nodes and lightest sharding that fit given hardware, and its time.
+* `placement`: fewest nodes and lightest sharding that fit given hardware (or exactly the stated
+  nodes, `place_at`), and its time;
+* `offer`: the one translation of an offer or a stated GPU into these inputs, units in the names
+  (`intra_node_gbytes_per_s` per direction, `inter_node_gbits_per_s` per node), P2P, the spot
+  interruption rate, billing granularity, node limits, fp16 on GPUs without bf16.
 """
 
 from finetune.architecture import (

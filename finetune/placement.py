@@ -67,14 +67,17 @@ class MemoryTable:
 
 @dataclass(frozen=True)
 class Hardware:
-    """What of an offer decides fit and time. Bandwidths: intra GB/s per GPU, inter Gb/s per node."""
+    """What of an offer decides fit and time (`finetune.offer.hardware_of` builds it from an offer).
+
+    Links: `intra_node_gbytes_per_s` GB/s per GPU and direction; `inter_node_gbits_per_s` Gb/s per node.
+    """
 
     gpu_name: str
     gpu_count: float
     vram_gb: float
     tensor_tflops: float | None  # dense bf16, or fp16 on GPUs without bf16 (T4, V100)
-    intra_node_gbps: float | None
-    inter_node_gbps: float | None
+    intra_node_gbytes_per_s: float | None
+    inter_node_gbits_per_s: float | None
     memory_bandwidth_gbps: float | None = None  # GB/s, datasheet
     architecture: str | None = None
     p2p: bool = True  # False for GeForce cards: NCCL stages through host memory
@@ -115,14 +118,14 @@ class Plan:
         return self.unpriced_reason is None
 
 
-def _fabric_warning(nodes: int, inter_node_gbps: float | None) -> str | None:
+def _fabric_warning(nodes: int, inter_node_gbits_per_s: float | None) -> str | None:
     if nodes <= 1:
         return None
-    if inter_node_gbps is None or inter_node_gbps <= 0:
+    if inter_node_gbits_per_s is None or inter_node_gbits_per_s <= 0:
         return f"multi-node ({nodes} nodes) on an offer with no known inter-node fabric"
-    if inter_node_gbps < FAST_FABRIC_GBPS:
+    if inter_node_gbits_per_s < FAST_FABRIC_GBPS:
         return (
-            f"multi-node ({nodes} nodes) over {inter_node_gbps:g} Gb/s "
+            f"multi-node ({nodes} nodes) over {inter_node_gbits_per_s:g} Gb/s "
             f"(< {FAST_FABRIC_GBPS:g} Gb/s): no fast fabric"
         )
     return None
@@ -187,6 +190,34 @@ def place(memory: JobMemory, gpus_per_node: int, vram_gb: float, max_nodes: int)
     return Placement(False, variant, nodes, gpus_per_node, total, usable)
 
 
+def place_at(
+    memory: JobMemory, gpus_per_node: int, vram_gb: float, nodes: int, sharding: Sharding | None = None
+) -> Placement:
+    """On exactly `nodes` nodes (stated hardware): `sharding`, or the lightest that fits there.
+
+    DDP (`none`) is only tried on one node, as in `place`; nothing fitting reports `sharding`, or
+    the variant with the smallest per-GPU need. On one node this is `place`'s answer.
+    """
+    usable = vram_gb * USABLE_VRAM_FRACTION
+    n = nodes * gpus_per_node
+    allowed = [
+        v
+        for v, (s, _) in enumerate(memory.variants)
+        if (sharding is None or s == sharding) and (s != "none" or nodes == 1)
+    ]
+    if not allowed:
+        raise ValueError(
+            f"sharding {sharding} cannot run this job on {nodes} node(s): DDP (none) replicates the "
+            "model on one node only, and CPU offload needs zero2 or zero3"
+        )
+    for variant in allowed:
+        total = memory.get(variant, n).total_gb
+        if total <= usable:
+            return Placement(True, variant, nodes, gpus_per_node, total, usable)
+    variant = min(allowed, key=lambda v: memory.get(v, n).total_gb)
+    return Placement(False, variant, nodes, gpus_per_node, memory.get(variant, n).total_gb, usable)
+
+
 def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobMemory) -> Plan:
     """The placement's time and, if it cannot be priced, why."""
     sharding, job = memory.variants[placement.variant]
@@ -201,7 +232,7 @@ def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobM
         "total_gb": placement.total_gb,
         "usable_vram_gb": placement.usable_vram_gb,
         "multi_node": nodes > 1,
-        "fabric_warning": _fabric_warning(nodes, hw.inter_node_gbps),
+        "fabric_warning": _fabric_warning(nodes, hw.inter_node_gbits_per_s),
     }
     unknown_time: dict[str, Any] = {"estimated_hours": None, "compute_hours": None, "comm_hours": None}
     if not placement.fits:
@@ -214,7 +245,7 @@ def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobM
     if tflops is None or tflops <= 0:
         reason = f"no dense bf16 or fp16 TFLOPS for {hw.gpu_name} in gpus.csv (no tensor cores or unknown)"
         return Plan(**fields, **unknown_time, unpriced_reason=reason)
-    intra = hw.intra_node_gbps * 8 if hw.intra_node_gbps is not None else None
+    intra = hw.intra_node_gbytes_per_s * 8 if hw.intra_node_gbytes_per_s is not None else None
     share = min(1.0, hw.gpu_count)
     gpu = Accelerator(
         tflops=tflops,
@@ -225,7 +256,7 @@ def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobM
         pcie_gen=hw.pcie_gen,
     )
     time = estimate_time(
-        memory.model, job, fjob.train_tokens, n, gpn, tflops, intra, hw.inter_node_gbps, gpu=gpu
+        memory.model, job, fjob.train_tokens, n, gpn, tflops, intra, hw.inter_node_gbits_per_s, gpu=gpu
     )
     hours = time.hours if math.isfinite(time.hours) else None
     unpriced: str | None = fields["fabric_warning"] or (

@@ -2,7 +2,7 @@
 
 Units: FLOPs, bytes and seconds inside; hours out (`_hours`). Compute in TFLOPS (1e12 FLOP/s),
 memory bandwidth in GB/s (1e9 B/s, `memory_bandwidth_gbps` in gpus.csv), links in **gigabits** per
-second (`_gbps` arguments of `estimate_time`).
+second (`_gbits_per_s` arguments of `estimate_time`).
 
 One micro-step on one GPU processes T = seq_len × micro_batch tokens (padding included). Its time
 is the slowest of what the GPU must do and what the CPU must dispatch (kernels run asynchronously,
@@ -576,25 +576,25 @@ def link_bytes_per_s(
     gpu: Accelerator,
     n_gpus: int,
     gpus_per_node: int,
-    intra_node_gbps: float | None,
-    inter_node_gbps: float | None,
+    intra_node_gbits_per_s: float | None,
+    inter_node_gbits_per_s: float | None,
 ) -> tuple[float | None, bool]:
     """(bytes/s each GPU's collectives see, whether they overlap with compute).
 
     Across nodes the per-node network is shared by the node's GPUs. Inside a node, GPUs with P2P
-    use `intra_node_gbps` (NVLink, or PCIe P2P); GPUs without P2P (GeForce) stage through host
+    use `intra_node_gbits_per_s` (NVLink, or PCIe P2P); GPUs without P2P (GeForce) stage through host
     memory: the PCIe x16 rate of their generation / HOST_STAGED_TRAVERSALS, not overlapped.
     """
     nodes = math.ceil(n_gpus / gpus_per_node)
     if nodes > 1:
-        if not inter_node_gbps:
+        if not inter_node_gbits_per_s:
             return None, True
-        return inter_node_gbps * 1e9 / 8 / gpus_per_node, True
+        return inter_node_gbits_per_s * 1e9 / 8 / gpus_per_node, True
     if not gpu.p2p:
         return _pcie_bytes_per_s(gpu) / HOST_STAGED_TRAVERSALS, False
-    if intra_node_gbps is None or intra_node_gbps <= 0:
+    if intra_node_gbits_per_s is None or intra_node_gbits_per_s <= 0:
         return None, True
-    return intra_node_gbps * 1e9 / 8, True
+    return intra_node_gbits_per_s * 1e9 / 8, True
 
 
 def estimate_time(
@@ -604,15 +604,15 @@ def estimate_time(
     n_gpus: int,
     gpus_per_node: int,
     bf16_tflops: float,
-    intra_node_gbps: float | None,
-    inter_node_gbps: float | None,
+    intra_node_gbits_per_s: float | None,
+    inter_node_gbits_per_s: float | None,
     *,
     gpu: Accelerator | None = None,
 ) -> TimeEstimate:
     """Wall-clock hours to train `tokens` real tokens (dataset tokens × epochs) on `n_gpus`.
 
-    `intra_node_gbps` is per GPU and direction (Gb/s: NVLink or PCIe), `inter_node_gbps` per node
-    (Gb/s, shared by its GPUs). `gpu` adds memory bandwidth, generation, VRAM and P2P; without
+    `intra_node_gbits_per_s` is per GPU and direction (NVLink or PCIe), `inter_node_gbits_per_s`
+    per node (shared by its GPUs). `gpu` adds memory bandwidth, generation, VRAM and P2P; without
     it the GPU is a P2P-capable one of `bf16_tflops` with FALLBACK_FLOPS_PER_BYTE.
     """
     if n_gpus < 1 or gpus_per_node < 1 or not bf16_tflops > 0:
@@ -622,7 +622,9 @@ def estimate_time(
     gpu = gpu or Accelerator(tflops=bf16_tflops)
     nodes = math.ceil(n_gpus / gpus_per_node)
     multi_node = nodes > 1
-    link, overlapped = link_bytes_per_s(gpu, n_gpus, gpus_per_node, intra_node_gbps, inter_node_gbps)
+    link, overlapped = link_bytes_per_s(
+        gpu, n_gpus, gpus_per_node, intra_node_gbits_per_s, inter_node_gbits_per_s
+    )
     step = step_time(model, job, gpu, n_gpus, link, overlapped, gpus_per_node)
     warning: str | None = None
     if math.isinf(step.comm_s):
@@ -631,9 +633,9 @@ def estimate_time(
         )
     real_tokens_per_step = job.seq_len * job.micro_batch * job.padding_efficiency * n_gpus
     steps = tokens / real_tokens_per_step
-    slow_fabric = multi_node and (inter_node_gbps or 0.0) < FAST_FABRIC_GBPS
+    slow_fabric = multi_node and (inter_node_gbits_per_s or 0.0) < FAST_FABRIC_GBPS
     if slow_fabric and warning is None:
-        warning = f"multi-node over {inter_node_gbps} Gb/s (< {FAST_FABRIC_GBPS:.0f}): no fast fabric"
+        warning = f"multi-node over {inter_node_gbits_per_s} Gb/s (< {FAST_FABRIC_GBPS:.0f}): no fast fabric"
     seconds = steps * step.total_s
     tokens_per_s = tokens / seconds if seconds > 0 and math.isfinite(seconds) else 0.0
     mfu = (

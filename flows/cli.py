@@ -26,6 +26,8 @@ import duckdb
 import typer
 from rich.table import Table
 
+from answers import AnswerError, catalog
+from answers import status as answers_status
 from flows import STARTED, cli_finetune, cli_prices
 from flows.output import console, err
 from warehouse.db import (
@@ -569,7 +571,7 @@ def report(
     ] = False,
 ) -> None:
     """Write the comparison page: one self-contained index.html (opens from file://, no network)."""
-    from warehouse.report import ReportUnavailable, default_site_dir, write_report
+    from answers.report import ReportUnavailable, default_site_dir, write_report
 
     folder = out or default_site_dir()
     _writable_dir(folder, "--out folder")
@@ -590,53 +592,25 @@ def status() -> None:
     stale (failing for longer than GPUCOST_STALE_AFTER_HOURS), since when and why; retired ones."""
     from datetime import UTC, datetime
 
-    from warehouse.lifecycle import closed_as_retired, provider_health, retired
+    from warehouse.lifecycle import retired
 
     settings = Settings()
     con = _read_only()
     try:
-        health = provider_health(con, datetime.now(UTC), settings.stale_after_hours)
-        closed = closed_as_retired(con)
-        rel = con.sql(
-            """
-            select
-                provider,
-                status,
-                strftime(finished_at, '%Y-%m-%d %H:%M') as finished_utc,
-                offers_loaded as loaded,
-                offers_quarantined as quarantined,
-                coalesce(excluded::varchar, '{}') as excluded_by_rule,
-                rows_inserted as history_added,
-                rows_closed as history_closed,
-                coalesce(error, '') as error
-            from ops.provider_runs
-            where run_id not in (select run_id from ops.runs where status = 'running')
-            qualify row_number() over (partition by provider order by started_at desc) = 1
-            order by provider
-            """
-        )
-        columns, rows = rel.columns, rel.fetchall()
-        good = con.execute(
-            "select provider, max(finished_at) from ops.provider_runs "
-            "where status in ('ok', 'degraded') and finished_at is not null group by provider"
-        ).fetchall()
-        # a run in progress or one that died says so: never 'running' forever
-        runs = con.execute(
-            "select run_id, status, started_at, error from ops.runs "
-            "where status in ('running', 'abandoned') order by started_at desc limit 5"
-        ).fetchall()
+        answer = answers_status.status(con, datetime.now(UTC), settings.stale_after_hours)
+    except AnswerError as exc:
+        raise _fail(str(exc)) from None
     finally:
         con.close()
-    if not rows:
-        raise _fail("no runs recorded yet; run `gpucost refresh`")
-    _print_frame(columns, rows, title="last run per provider")
-    for provider, at in sorted(good):
+    _print_frame(answer.columns, answer.rows, title="last run per provider")
+    for provider, at in sorted(answer.last_good.items()):
         console.print(f"{provider}: last good prices from {at:%Y-%m-%d %H:%M} UTC")
-    for run_id, status, started, error in runs:
+    for run in answer.open_runs:
         console.print(
-            f"run {run_id} {status} (started {started:%Y-%m-%d %H:%M} UTC){': ' + error if error else ''}"
+            f"run {run.run_id} {run.status} (started {run.started_at:%Y-%m-%d %H:%M} UTC)"
+            f"{': ' + run.error if run.error else ''}"
         )
-    for row in health.iter_rows(named=True):
+    for row in answer.health.iter_rows(named=True):
         state = row["provider_state"]
         kind = (
             "[bold red]stale[/] (left out of the answers; --include-stale shows them)"
@@ -652,7 +626,7 @@ def status() -> None:
     for provider, retirement in sorted(retired().items()):
         console.print(
             f"{provider}: retired since {retirement.since:%Y-%m-%d} ({retirement.reason}; "
-            f"{retirement.source}); {closed.get(provider, 0)} offers closed as retired",
+            f"{retirement.source}); {answer.closed_as_retired.get(provider, 0)} offers closed as retired",
             soft_wrap=True,
             highlight=False,
         )
@@ -661,16 +635,8 @@ def status() -> None:
 @app.command()
 def gpus() -> None:
     """The canonical GPU catalog with its specs (warehouse/seeds/gpus.csv)."""
-    con = connect(":memory:")
-    from warehouse.db import load_seeds, migrate
-
-    migrate(con)
-    load_seeds(con)
-    rel = con.sql(
-        "select gpu_name, vendor, architecture, vram_gb, memory_type, memory_bandwidth_gbps, "
-        "bf16_tflops, fp8_tflops, nvlink_gbps, form_factor from core.gpus order by vendor, gpu_name"
-    )
-    _print_frame(rel.columns, rel.fetchall(), title="canonical GPUs", limit=1000)
+    columns, rows = catalog.gpu_catalog()
+    _print_frame(columns, rows, title="canonical GPUs", limit=1000)
 
 
 @app.command()
@@ -678,10 +644,9 @@ def unmapped() -> None:
     """Current offers whose GPU the seeds cannot name (fix: add an alias or instance type row)."""
     con = _read_only()
     try:
-        rel = con.sql("select * from marts.unmapped_gpus")
-        columns, rows = rel.columns, rel.fetchall()
-    except duckdb.CatalogException:
-        raise _fail("no marts yet; run `gpucost refresh` first") from None
+        columns, rows = catalog.unmapped(con)
+    except AnswerError as exc:
+        raise _fail(str(exc)) from None
     finally:
         con.close()
     if not rows:

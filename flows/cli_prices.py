@@ -4,7 +4,7 @@
                    [--spot | --on-demand] [--max-price 3] [--json | --csv]
     gpucost history --gpu H100 [--provider runpod] [--since 30d] [--json | --csv]
 
-The queries are warehouse/answers.py; this module parses options and draws. Every answer says when
+The queries are answers/prices.py; this module parses options and draws. Every answer says when
 its prices were fetched: a table ends with the line; JSON and CSV rows carry `last_seen_at` (or
 their interval); the sample-data banner of `open_reader()` goes to stderr in every format.
 
@@ -27,9 +27,9 @@ import typer
 from rich import box
 from rich.table import Table
 
+from answers import prices as answers
+from answers.prices import OfferFilters, split_list
 from flows.output import console, err
-from warehouse import answers
-from warehouse.answers import OfferFilters, split_list
 from warehouse.db import WarehouseError, open_reader
 
 # --- options shared with `gpucost estimate` ------------------------------------------------------

@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
 
+from answers.catalog import cheapest_per_gpu
+from answers.report import SITE_DIR_NAME, write_report
 from connectors.base import Connector
 from connectors.http import make_client
 from warehouse.db import Settings, check_mode, open_warehouse, open_warehouse_when_free
@@ -53,28 +55,19 @@ from warehouse.pipeline import (
     environment,
     finish_run,
     land,
+    mark_marts_built,
     new_run_id,
+    running_run_ids,
     select_connectors,
     start_run,
 )
 from warehouse.publish import PublishError, publish_if_configured
-from warehouse.report import SITE_DIR_NAME, write_report
 
 if TYPE_CHECKING:  # only annotates the connection variable
     import duckdb
 
 T = TypeVar("T")
 log = logging.getLogger("gpucost.refresh")
-
-CHEAPEST_SQL = """
-    select gpu_name, provider, instance_type, region, pricing_type, price_source,
-        round(price_usd_per_gpu_hour, 4) as usd_per_gpu_hour
-    from marts.gpu_offers
-    where not is_stale
-    qualify row_number() over (partition by gpu_name order by price_usd_per_gpu_hour) = 1
-    order by vram_gb desc, usd_per_gpu_hour
-    limit 25
-"""
 
 
 @dataclass
@@ -304,9 +297,7 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
     try:
         check_mode(con, plan.mode, warehouse_path)
         start_run(con, run_id, plan.mode, [c.name for c in connectors], runner.run_id_of_orchestrator())
-        running = [
-            r for (r,) in con.execute("select run_id from ops.runs where status = 'running'").fetchall()
-        ]
+        running = running_run_ids(con)
         previous = {c.name: previous_validators(con, c.name) for c in connectors}
         began = datetime.now(UTC)
         closed = close_retired(con, run_id, began, retired())
@@ -361,12 +352,11 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
         order = [c.name for c in connectors]
         outcomes.sort(key=lambda o: order.index(o.provider))
         summary.mart_rows = runner.step("build marts", _build_marts, con, settings.stale_after_hours)
-        con.execute("update ops.runs set marts_built_at = ? where run_id = ?", [datetime.now(UTC), run_id])
+        mark_marts_built(con, run_id, datetime.now(UTC))
         summary.feeds = runner.step("write feeds", _write_feeds, con, out_dir, run_id, plan.mode == "replay")
         summary.report = str(runner.step("write report", write_report, con, out_dir / SITE_DIR_NAME))
         summary.status = finish_run(con, run_id, outcomes)
-        cheapest = con.sql(CHEAPEST_SQL)
-        summary.cheapest = [dict(zip(cheapest.columns, row, strict=True)) for row in cheapest.fetchall()]
+        summary.cheapest = cheapest_per_gpu(con)
     except BaseException as exc:
         if con is None:
             con = open_warehouse_when_free(warehouse_path)
@@ -421,7 +411,7 @@ def _land(con: Any, raw_root: Path, run_id: str, batch: ProviderBatch, guards: G
 
 
 def _build_marts(con: Any, stale_after_hours: float) -> dict[str, int]:
-    from warehouse import finetune
+    from warehouse import finetune_marts as finetune
 
     return build_marts(con, finetune=finetune.build_finetune_marts, stale_after_hours=stale_after_hours)
 

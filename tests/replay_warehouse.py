@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from connectors.http import make_client
-from warehouse import finetune
+from warehouse import finetune_marts as finetune
 from warehouse.db import open_warehouse
 from warehouse.marts import build_marts
 from warehouse.pipeline import (

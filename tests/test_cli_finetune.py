@@ -19,10 +19,10 @@ from flows.cli import app
 from flows.cli_finetune import parse_tokens
 from tests.factories import make_offer
 from warehouse.db import connect, open_warehouse
-from warehouse.finetune import build_finetune_marts
+from warehouse.finetune_marts import build_finetune_marts
 from warehouse.load import load_offers
 from warehouse.marts import build_marts
-from warehouse.models import load_models
+from warehouse.seed_models import load_models
 
 runner = CliRunner()
 T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)

@@ -1,5 +1,5 @@
 """`gpucost prices`, `gpucost history` and the filters and frontier of `gpucost estimate`, through
-the real typer app over a small warehouse (tests/test_answers.py's offers)."""
+the real typer app over a small warehouse (tests/test_answers_prices.py's offers)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from flows import cli_finetune
 from flows.cli import app
 from flows.cli_prices import format_age, gpus_text, price_text, source_text, sparkline
-from tests.test_answers import fill, runpod_offers
+from tests.test_answers_prices import fill, runpod_offers
 from warehouse.db import open_warehouse
 from warehouse.load import load_offers
 
@@ -28,7 +28,7 @@ RUN = "insert into ops.runs (run_id, started_at, status, mode, providers) values
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A live warehouse: the offers of tests/test_answers.py, and RunPod's 1x H100 two days
+    """A live warehouse: the offers of tests/test_answers_prices.py, and RunPod's 1x H100 two days
     before at $2.49."""
     monkeypatch.setenv("GPUCOST_HOME", str(tmp_path))
     con = open_warehouse(tmp_path / "warehouse.duckdb")

@@ -52,7 +52,7 @@ def test_every_setting_is_in_env_example_and_readme():
 
 
 def test_readme_documents_every_mart():
-    from warehouse.finetune import build_finetune_marts
+    from warehouse.finetune_marts import build_finetune_marts
 
     con = connect(":memory:")
     migrate(con)

@@ -21,7 +21,7 @@ from warehouse.db import connect, load_seeds, migrate, open_warehouse
 from warehouse.dictionary import COLUMNS, MARTS, UndocumentedColumn, comment_marts, undocumented
 from warehouse.export import FEEDS, MANIFEST, SAMPLE_MARKER, Feed, read_manifest, sha256_of, write_feeds
 from warehouse.feeds_doc import DOC_PATH, render_markdown
-from warehouse.finetune import build_finetune_marts
+from warehouse.finetune_marts import build_finetune_marts
 from warehouse.load import load_offers
 from warehouse.marts import build_marts
 from warehouse.publish import (

@@ -20,7 +20,7 @@ from finetune.memory import (
     model_states,
 )
 from flows.cli import app
-from warehouse.models import load_models
+from warehouse.seed_models import load_models
 
 MODELS = load_models()
 runner = CliRunner()

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from finetune import Job, ModelSpec, count_params, estimate_time, flops_per_token, memory_per_gpu
 from finetune.memory import adapter_params, embedding_copy_params, model_states, trainable_params
 from flows.cli import app
-from warehouse.models import load_models
+from warehouse.seed_models import load_models
 
 MODELS = load_models()
 runner = CliRunner()

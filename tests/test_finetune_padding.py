@@ -14,7 +14,7 @@ from finetune.job import padded_shape
 from flows.cli import app
 from tests.conftest import REPO
 from tests.test_cli_finetune import home  # noqa: F401  (the warehouse fixture)
-from warehouse.models import load_models
+from warehouse.seed_models import load_models
 
 runner = CliRunner()
 LLAMA_8B = "meta-llama/Llama-3.1-8B"

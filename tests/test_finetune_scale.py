@@ -16,15 +16,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import warehouse.finetune as ft
+import warehouse.finetune_marts as ft
 from finetune import FinetuneJob, Job, ModelSpec, billed_hours, expected_spot_hours
+from finetune.offer import intra_node_gbytes_per_s
 from finetune.placement import Hardware, MemoryTable, place, plan_job
 from tests.factories import make_offer
-from tests.test_finetune import A100_80_ONE, H100_NODE, L4_ONE, OFFER_SCHEMA
+from tests.test_finetune_marts import A100_80_ONE, H100_NODE, L4_ONE, OFFER_SCHEMA
 from warehouse.db import connect, load_seeds, migrate
 from warehouse.load import load_offers
 from warehouse.marts import build_marts
-from warehouse.models import load_finetune_jobs, load_models
+from warehouse.seed_models import load_finetune_jobs, load_models
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = load_models()
@@ -98,8 +99,13 @@ def reference_rows(
             gpu_count=float(offer["gpu_count"]),
             vram_gb=float(offer["vram_gb"]),
             tensor_tflops=offer["bf16_tflops"] if offer["bf16_tflops"] is not None else offer["fp16_tflops"],
-            intra_node_gbps=ft._intra_node_gbps(offer),
-            inter_node_gbps=offer["inter_node_gbps"],
+            intra_node_gbytes_per_s=intra_node_gbytes_per_s(
+                offer["intra_node_gbps"],
+                offer["gpu_count"],
+                offer["intra_node_interconnect"],
+                offer["pcie_gen"],
+            ),
+            inter_node_gbits_per_s=offer["inter_node_gbps"],
             memory_bandwidth_gbps=offer["memory_bandwidth_gbps"],
             architecture=offer["architecture"],
             p2p=ft.has_p2p(offer["gpu_model"]),

@@ -9,7 +9,7 @@ import pytest
 from finetune import Job, memory_per_gpu, model_from_hf_config
 from finetune.architecture import ModelSpec
 from finetune.memory import QUANT_BYTES_PER_PARAM, logits_bytes
-from warehouse.models import load_models
+from warehouse.seed_models import load_models
 
 MODELS = load_models()
 LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
@@ -130,7 +130,7 @@ def test_selective_checkpointing_keeps_more_than_full_and_less_than_none() -> No
     from dataclasses import replace
 
     from finetune import Job, activation_bytes
-    from warehouse.models import load_models
+    from warehouse.seed_models import load_models
 
     m = load_models()["meta-llama/Llama-3.1-8B"]
     none = Job(method="full", seq_len=8192, micro_batch=2, grad_checkpointing=False)
@@ -143,7 +143,7 @@ def test_fused_adamw_has_no_foreach_temporary() -> None:
     from dataclasses import replace
 
     from finetune import Job, memory_per_gpu
-    from warehouse.models import load_models
+    from warehouse.seed_models import load_models
 
     m = load_models()["meta-llama/Llama-3.2-1B"]
     job = Job(method="full", seq_len=128, micro_batch=1)
@@ -157,7 +157,7 @@ def test_full_state_dict_load_holds_the_whole_bf16_model_on_each_gpu() -> None:
     from dataclasses import replace
 
     from finetune import Job, memory_per_gpu
-    from warehouse.models import load_models
+    from warehouse.seed_models import load_models
 
     m = load_models()["meta-llama/Llama-3.1-70B"]
     # LoRA: the sharded frozen base is small per GPU, so the gathered load decides the peak
@@ -170,7 +170,7 @@ def test_full_state_dict_load_holds_the_whole_bf16_model_on_each_gpu() -> None:
 
 def test_peft_default_q_v_targets_match_peft_trainable_params() -> None:
     from finetune import Job, trainable_params
-    from warehouse.models import load_models
+    from warehouse.seed_models import load_models
 
     # PEFT prints "trainable params: 4,194,304" for Llama-2-7B with r=8 on q_proj, v_proj
     m = load_models()["meta-llama/Llama-2-7b-hf"]

@@ -1,4 +1,4 @@
-"""The comparison page (warehouse/report.py): what it embeds equals the marts; the page is valid HTML,
+"""The comparison page (answers/report.py): what it embeds equals the marts; the page is valid HTML,
 self-contained and written atomically; `gpucost report` writes it."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import html5lib
 import pytest
 from typer.testing import CliRunner
 
+from answers import report
+from answers import status as answers_status
 from flows.cli import app
 from tests.factories import make_offer
 from tests.replay_warehouse import build_replay_warehouse
-from warehouse import report
 from warehouse.db import SAMPLE_BANNER, connect, load_seeds, migrate
 from warehouse.load import load_offers
 from warehouse.marts import build_marts
@@ -331,7 +332,7 @@ def test_freshness_names_failed_providers_held_scopes_and_the_last_good_refresh(
         """,
         [T0, T0, T1, T1, T0, T0, T1, T1],
     )
-    fresh = {p["provider"]: p for p in report.freshness_data(small)["providers"]}
+    fresh = {p["provider"]: p for p in answers_status.freshness(small)["providers"]}
     assert fresh["azure"]["status"] == "failed"
     assert fresh["azure"]["last_good_at"] == int(T0.timestamp())  # the failed run is not a good one
     assert fresh["azure"]["hint"] == "check the network"

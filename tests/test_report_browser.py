@@ -18,9 +18,9 @@ from typing import Any
 import duckdb
 import pytest
 
+from answers import report
 from tests.cdp import Chromium, find_chromium
 from tests.replay_warehouse import build_replay_warehouse
-from warehouse import report
 from warehouse.db import connect
 
 CHROMIUM = find_chromium()

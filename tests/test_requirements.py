@@ -22,7 +22,7 @@ from finetune import (
     model_states_bytes,
     trainable_params,
 )
-from warehouse.models import SEEDS_DIR, load_finetune_jobs, load_models
+from warehouse.seed_models import SEEDS_DIR, load_finetune_jobs, load_models
 
 GIB = 2**30
 

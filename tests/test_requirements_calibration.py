@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.memory_accuracy import evaluate, row_to_case, summary
-from warehouse.models import load_models
+from warehouse.seed_models import load_models
 
 
 def test_median_error_on_calibration_points_under_15_percent(

@@ -15,7 +15,7 @@ from finetune.time import (
     flops_per_token,
     step_time,
 )
-from warehouse.models import load_models
+from warehouse.seed_models import load_models
 
 MODELS = load_models()
 LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]

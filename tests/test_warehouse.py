@@ -261,7 +261,7 @@ def test_gpu_offers_resolve_hardware_and_report_unmapped(con, tmp_path: Path):
 
 
 def test_feed_columns_exist_in_their_marts(con):
-    from warehouse.finetune import build_finetune_marts
+    from warehouse.finetune_marts import build_finetune_marts
 
     build_marts(con, finetune=build_finetune_marts)
     con.execute("set variable feeds_generated_at = now()")  # v2's price_age_hours reads it

@@ -448,7 +448,7 @@ _COLUMNS: tuple[Column, ...] = (
         "BIGINT",
         "",
         "Stable 64-bit key of an offer's hardware and node limit: offers with the same key share a "
-        "fine-tuning plan (warehouse.finetune.hardware_key).",
+        "fine-tuning plan (warehouse.finetune_marts.hardware_key).",
     ),
     _c(
         "job_key",

@@ -10,7 +10,7 @@ Order of work:
 2. the SQL models in `sql/staging/*.sql` (views) and `sql/marts/*.sql` (tables), one model per file,
    named by the file, run in dependency order (a model depends on the `staging.x` / `marts.x` names
    it mentions);
-3. the fine-tuning marts, computed by `warehouse.finetune` from `marts.gpu_offers` and the seeds;
+3. the fine-tuning marts, computed by `warehouse.finetune_marts` from `marts.gpu_offers` and the seeds;
 4. `COMMENT ON` every mart column from `warehouse.dictionary` (type, unit, meaning).
 """
 

@@ -280,6 +280,16 @@ def start_run(
     )
 
 
+def running_run_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The runs recorded as running (this one included): their spool folders are kept."""
+    return [r for (r,) in con.execute("select run_id from ops.runs where status = 'running'").fetchall()]
+
+
+def mark_marts_built(con: duckdb.DuckDBPyConnection, run_id: str, at: datetime) -> None:
+    """Record when the run's marts were rebuilt (readers date the marts by it)."""
+    con.execute("update ops.runs set marts_built_at = ? where run_id = ?", [at, run_id])
+
+
 def run_status(outcomes: Sequence[ProviderOutcome], error: str | None = None) -> str:
     """ok | partial | failed for a run's provider outcomes (see the module docstring)."""
     loaded = [o for o in outcomes if o.status in LOADED]

@@ -1,5 +1,5 @@
 -- What `gpucost prices` and `gpucost estimate` show of each current offer, before any filter
--- (warehouse/answers.py wraps this in `select ... where ...` with `?` parameters).
+-- (answers/prices.py wraps this in `select ... where ...` with `?` parameters).
 with
 
 offers as (

@@ -20,7 +20,7 @@ from finetune import (
 )
 from tests.factories import make_offer
 from warehouse.db import connect, load_seeds, migrate
-from warehouse.finetune import (
+from warehouse.finetune_marts import (
     CHECKPOINT_INTERVAL_HOURS,
     DEFAULT_INTERRUPTIONS_PER_HOUR,
     HOURS_PER_MONTH,
@@ -32,7 +32,7 @@ from warehouse.finetune import (
 )
 from warehouse.load import load_offers
 from warehouse.marts import build_marts
-from warehouse.models import load_finetune_jobs, load_models
+from warehouse.seed_models import load_finetune_jobs, load_models
 
 T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
 MODELS = load_models()

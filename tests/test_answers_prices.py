@@ -1,4 +1,4 @@
-"""warehouse/answers.py: filters, the GPU family rule, the cheapest offer per provider, the
+"""answers/prices.py: filters, the GPU family rule, the cheapest offer per provider, the
 time/cost frontier (hypothesis properties) and price history over SCD2 intervals."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from answers import prices as answers
+from answers.prices import AnswerError, OfferFilters
 from tests.factories import make_offer
-from warehouse import answers
-from warehouse.answers import AnswerError, OfferFilters
 from warehouse.db import open_warehouse
 from warehouse.hardware import HardwareCatalog
 from warehouse.load import load_offers

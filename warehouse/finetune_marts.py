@@ -17,17 +17,22 @@ frames with it and writes the marts. `build_finetune_marts` runs inside
   offers joined to plans and billed in SQL. Nothing of size jobs × offers is ever written: at 10k
   offers that table was 4M rows and most of a refresh.
 
-Jobs and models come from `warehouse.models.load_finetune_jobs` / `load_models`, the one parser of
+What of an offer the model reads (links, P2P, the fp16 fallback, the interruption rate, billing
+granularity, node limits) is `finetune.offer`, the same translation `answers.estimate` applies to
+stated hardware; this module runs it once per distinct hardware and spot band.
+
+Jobs and models come from `warehouse.seed_models.load_finetune_jobs` / `load_models`, the one parser of
 `seeds/finetune_jobs.csv` and `seeds/llm_models.csv` (the same files `load_seeds` puts in `core.*`).
 
 Placement (`finetune.placement`): fewest nodes that fit, then the lightest sharding; nodes are capped
 by `max_nodes` (the CLI's --max-nodes) and by MART_MAX_GPUS GPUs in all for the mart.
 
 * Time is `finetune.estimate_time`, a per-step roofline, with the offer's dense bf16 TFLOPS (fp16 on
-  GPUs without bf16, T4 and V100), its memory bandwidth and generation from gpus.csv, and links:
-  the seeds state intra-node bandwidth in bidirectional GB/s (halved to the per-direction rate a
-  ring collective sees) and inter-node in Gb/s per node. A multi-GPU PCIe offer whose seed leaves
-  the bandwidth empty gets the GPU's PCIe x16 rate; GeForce cards (no P2P) stage through host memory.
+  GPUs without bf16, T4 and V100), its memory bandwidth and generation from gpus.csv, and links
+  as `finetune.offer.hardware_of` translates them: the seeds state intra-node bandwidth in
+  bidirectional GB/s (the mart's `intra_node_gbps`), the model takes GB/s per direction
+  (`intra_node_gbytes_per_s`); an NVLink bridge beyond two GPUs and a PCIe offer with no stated
+  rate run at the GPU's PCIe x16 rate; GeForce cards (no P2P) stage through host memory.
 * Multi-node on an offer without a fast fabric (< finetune.FAST_FABRIC_GBPS, or unknown) is
   flagged in `fabric_warning` and not priced: `priced` is false and the cost columns are null.
   So is a GPU with neither dense bf16 nor fp16 TFLOPS in gpus.csv (`unpriced_reason` says which).
@@ -36,15 +41,14 @@ Cost: billed hours are the hours rounded up to the provider's billing granularit
 minimum charge (`finetune.billed_hours`), × price per instance-hour × nodes. On spot, the hours
 are first stretched by the expected lost work (`finetune.expected_spot_hours`), with the
 interruption rate of AWS' Spot Advisor band where the offer carries one, else a default per
-provider `spot_kind` (constants below). Any node's interruption stops the whole job, so the job's
-rate is nodes × the per-instance rate.
+provider `spot_kind` (constants in `finetune.offer`). Any node's interruption stops the whole
+job, so the job's rate is nodes × the per-instance rate.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +64,18 @@ from finetune import (
     flops_per_token,
     trainable_params,
 )
-from finetune.cost import Granularity
+from finetune.offer import (
+    CHECKPOINT_INTERVAL_HOURS,
+    DEFAULT_INTERRUPTIONS_PER_HOUR,
+    GRANULARITY,
+    HOURS_PER_MONTH,
+    MARKET_INTERRUPTIONS_PER_HOUR,
+    RESTART_OVERHEAD_HOURS,
+    hardware_of,
+    has_p2p,
+    interruptions_per_hour,
+    node_limit,
+)
 from finetune.placement import (
     SHARDINGS,
     USABLE_VRAM_FRACTION,
@@ -72,12 +87,17 @@ from finetune.placement import (
     place,
     plan_job,
 )
-from finetune.time import PCIE_X16_GBYTES_PER_S
 from warehouse.db import WarehouseError
-from warehouse.models import load_finetune_jobs, load_models
+from warehouse.seed_models import load_finetune_jobs, load_models
 
 __all__ = [
+    "CHECKPOINT_INTERVAL_HOURS",
+    "DEFAULT_INTERRUPTIONS_PER_HOUR",
     "FINETUNE_RELATIONS",
+    "GRANULARITY",
+    "HOURS_PER_MONTH",
+    "MARKET_INTERRUPTIONS_PER_HOUR",
+    "RESTART_OVERHEAD_HOURS",
     "SHARDINGS",
     "USABLE_VRAM_FRACTION",
     "Hardware",
@@ -103,34 +123,12 @@ __all__ = [
     "requirements_frame",
 ]
 
+# How a plan is placed: (job memory, GPUs per node, VRAM per GPU, node limit) → Placement.
+Placer = Callable[[JobMemory, int, float, int], Placement]
+
 REQUIREMENT_GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 # The mart considers at most as many GPUs as the requirements grid shows (8 nodes of 8).
 MART_MAX_GPUS = 64
-
-# Checkpoint every half hour: on spot, each interruption loses half an interval on average.
-CHECKPOINT_INTERVAL_HOURS = 0.5
-# Replacing an interrupted instance: provisioning, image pull, reloading model and checkpoint,
-# 10–20 minutes for a model-sized checkpoint.
-RESTART_OVERHEAD_HOURS = 0.25
-# AWS' Spot Advisor bands are the fraction of instances interrupted over the trailing month.
-HOURS_PER_MONTH = 730.0
-# Interruptions per instance-hour where the offer carries no rate of its own:
-# - market (GCP, Azure, Nebius, Verda): Google documents a preemption rate of "5% to 15% per day"
-#   for preemptible VMs; we take 15%/day (GPUs are the contended kind): −ln(0.85)/24 ≈ 0.0068/h.
-# - fixed_discount (OCI preemptible, Vultr): reclaimed when capacity is needed, no published
-#   rate; the market default.
-# - bid (RunPod interruptible, Vast): any higher bid preempts at once; no published rate, so we
-#   assume one interruption per ~20 running hours, an order of magnitude above the market default.
-MARKET_INTERRUPTIONS_PER_HOUR = -math.log(1 - 0.15) / 24
-DEFAULT_INTERRUPTIONS_PER_HOUR: dict[str, float] = {
-    "market": MARKET_INTERRUPTIONS_PER_HOUR,
-    "fixed_discount": MARKET_INTERRUPTIONS_PER_HOUR,
-    "bid": 0.05,
-}
-# providers.csv billing_granularity → finetune.Granularity. An unknown provider is billed per
-# hour: the coarsest unit never understates a cost.
-GRANULARITY: dict[str, Granularity] = {"per_second": "second", "per_minute": "minute", "per_hour": "hour"}
-
 
 # --- finetune_requirements --------------------------------------------------------------------
 
@@ -235,6 +233,7 @@ select
     offers.price_usd_per_hour,
     offers.bf16_tflops,
     gpus.fp16_tflops,
+    gpus.supports_bf16,
     offers.intra_node_interconnect,
     offers.intra_node_gbps,
     offers.inter_node_gbps,
@@ -268,69 +267,6 @@ def read_offers(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return con.sql(_OFFERS_SQL).pl()
 
 
-def _intra_node_gbps(row: Mapping[str, Any]) -> float | None:
-    """GB/s per GPU and direction inside a node; a PCIe offer with no stated rate gets its x16 rate.
-
-    The hardware seeds state link bandwidth bidirectionally (NVLink 4: 900 GB/s per H100), the way
-    vendors quote it; a ring collective moves data at the per-direction rate, so it is halved here.
-    """
-    if row["intra_node_gbps"] is not None and row["intra_node_gbps"] > 0:
-        return float(row["intra_node_gbps"]) / 2
-    if row["gpu_count"] > 1 and (row["intra_node_interconnect"] or "PCIe") == "PCIe":
-        return PCIE_X16_GBYTES_PER_S.get(row["pcie_gen"] or 0)
-    return row["intra_node_gbps"]
-
-
-def has_p2p(gpu_model: str | None) -> bool:
-    """GeForce cards have no GPU-to-GPU P2P over PCIe (NVIDIA disables it in the driver since
-    the RTX 40 series; RTX 30 only over an NVLink bridge, which clouds do not fit), so NCCL stages
-    their traffic through host memory. Read from gpus.csv's `model` ("GeForce RTX 4090")."""
-    return not (gpu_model or "").startswith("GeForce")
-
-
-def interruptions_per_hour(row: Mapping[str, Any]) -> tuple[float | None, str | None]:
-    """(interruptions per instance-hour, where the rate comes from) for a spot offer; on-demand: None.
-
-    AWS' band [min, max] is the fraction p of instances interrupted in a month; we take the band's
-    middle and the Poisson rate that interrupts that fraction in a month: −ln(1 − p) / 730 h.
-    """
-    if not row["is_spot"]:
-        return None, None
-    low, high = row["interruption_rate_min"], row["interruption_rate_max"]
-    if low is not None and high is not None:
-        p = min((low + high) / 2, 0.99)
-        return -math.log(1 - p) / HOURS_PER_MONTH, "spot_advisor_band"
-    kind = row["spot_kind"] if row["spot_kind"] in DEFAULT_INTERRUPTIONS_PER_HOUR else "market"
-    return DEFAULT_INTERRUPTIONS_PER_HOUR[kind], f"default_{kind}"
-
-
-def hardware_of(row: Mapping[str, Any]) -> Hardware:
-    """What of an offer (a `read_offers` row) decides where a job goes and how long it runs."""
-    return Hardware(
-        gpu_name=row["gpu_name"],
-        gpu_count=float(row["gpu_count"]),
-        vram_gb=float(row["vram_gb"]),
-        # GPUs without bf16 (Turing, Volta) train in fp16 mixed precision: same bytes, fp16 rate
-        tensor_tflops=row["bf16_tflops"] if row["bf16_tflops"] is not None else row["fp16_tflops"],
-        intra_node_gbps=_intra_node_gbps(row),
-        inter_node_gbps=row["inter_node_gbps"],
-        memory_bandwidth_gbps=row["memory_bandwidth_gbps"],
-        architecture=row["architecture"],
-        p2p=has_p2p(row["gpu_model"]),
-        pcie_gen=row["pcie_gen"],
-    )
-
-
-def node_limit(hw: Hardware, max_nodes: int | None, max_gpus: int | None) -> int:
-    """How many of an offer's instances one job may use."""
-    if hw.gpu_count < 1:
-        return 1  # a slice of one GPU is never part of a multi-node job
-    limit = max_nodes if max_nodes is not None else math.inf
-    if max_gpus is not None:
-        limit = min(limit, max(1, max_gpus // hw.gpus_per_node))
-    return int(limit) if math.isfinite(limit) else 1
-
-
 # --- per-offer pricing inputs, column-wise ----------------------------------------------------
 #
 # The offer's own work happens in DuckDB: the Python functions above run once per distinct
@@ -345,6 +281,7 @@ _HARDWARE_COLUMNS = (
     "vram_gb",
     "bf16_tflops",
     "fp16_tflops",
+    "supports_bf16",
     "intra_node_interconnect",
     "intra_node_gbps",
     "inter_node_gbps",
@@ -357,6 +294,7 @@ _SPOT_COLUMNS = ("is_spot", "interruption_rate_min", "interruption_rate_max", "s
 # read_offers columns a hand-built frame may leave out (they came later); null = unknown.
 _OPTIONAL_OFFER_COLUMNS: dict[str, Any] = {
     "fp16_tflops": pl.Float64,
+    "supports_bf16": pl.Boolean,
     "memory_bandwidth_gbps": pl.Float64,
     "architecture": pl.String,
     "gpu_model": pl.String,
@@ -521,11 +459,13 @@ def plans_frame(
     memory: MemoryTable,
     keys: Mapping[str, str] | None = None,
     skip: Iterable[tuple[str, int]] = (),
+    placer: Placer = place,
 ) -> pl.DataFrame:
-    """One row per job × hardware key: `plan_job` on the placement `place` chooses.
+    """One row per job × hardware key: `plan_job` on the placement `placer` chooses.
 
     `keys` maps job_id to its job_key (default: the job_id); pairs in `skip` (job_key,
-    hardware_key) are left out, because the caller already holds their plans.
+    hardware_key) are left out, because the caller already holds their plans. `placer` is
+    `place` (fewest nodes up to the limit) for offers; stated hardware passes `place_at`.
     """
     skipped = set(skip)
     meta: list[tuple[str, str, str, str, float, int]] = []
@@ -541,7 +481,7 @@ def plans_frame(
         for hw_key, (hw, limit) in todo:
             spot = (hw.gpus_per_node, hw.vram_gb, limit)
             if spot not in placements:
-                placements[spot] = place(job_memory, *spot)
+                placements[spot] = placer(job_memory, *spot)
             plans.append(plan_job(fjob, hw, placements[spot], job_memory))
             meta.append((*row, hw_key))
     # column by column: a dict per row costs more than the plans themselves at 150k rows
@@ -702,16 +642,18 @@ def cost_frame(
     max_nodes: int | None = None,
     max_gpus: int | None = MART_MAX_GPUS,
     memory: MemoryTable | None = None,
+    placer: Placer = place,
 ) -> pl.DataFrame:
     """The rows of marts.finetune_costs for `jobs` on `offers` (`read_offers`), as a frame.
 
-    `con` only runs the SQL (any connection, read-only included). The mart and `gpucost estimate`
-    share `offer_inputs`, `plans_frame`, `_INPUTS_SQL` and `_COSTS_SQL`.
+    `con` only runs the SQL (any connection, read-only or in-memory included). The mart and
+    `answers.estimate` (offers and stated hardware alike) share `offer_inputs`, `plans_frame`,
+    `_INPUTS_SQL` and `_COSTS_SQL`.
     """
     memory = memory or MemoryTable()
     with _registered(con, finetune_offers_frame=_with_optional_columns(offers)):
         inputs = offer_inputs(con, "finetune_offers_frame", max_nodes=max_nodes, max_gpus=max_gpus)
-        plans = plans_frame(jobs, models, inputs.machines, memory)
+        plans = plans_frame(jobs, models, inputs.machines, memory, placer=placer)
         with _registered(
             con,
             finetune_hardware_frame=inputs.hardware,

@@ -42,6 +42,7 @@ import duckdb
 import polars as pl
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from answers.status import freshness
 from warehouse.db import SAMPLE_BANNER, Settings, holds_sample_data, reader_path
 from warehouse.hardware import HardwareCatalog
 from warehouse.marts import resolve_hardware
@@ -345,24 +346,6 @@ def history_data(
     return {"series": series, "max_points": max_points}
 
 
-def freshness_data(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    rel = con.sql(query("freshness"))
-    providers = []
-    for row in rel.fetchall():
-        record = dict(zip(rel.columns, row, strict=True))
-        scopes = json.loads(record.pop("scopes") or "{}")
-        record["held_scopes"] = sorted(
-            f"{name} ({outcome.get('reason', outcome.get('status'))})"
-            for name, outcome in scopes.items()
-            if outcome.get("status") != "ok"
-        )
-        record["scopes"] = len(scopes)
-        providers.append(record)
-    last = con.sql(query("last_run"))
-    last_run = [dict(zip(last.columns, row, strict=True)) for row in last.fetchall()]
-    return {"providers": providers, "last_run": last_run[0] if last_run else None}
-
-
 def report_data(
     con: duckdb.DuckDBPyConnection, *, now: datetime | None = None, include_stale: bool = False
 ) -> dict[str, Any]:
@@ -383,7 +366,7 @@ def report_data(
         **offers_data(con, include_stale=include_stale),
         "fit": fit_data(con),
         "history": history_data(con),
-        "freshness": freshness_data(con),
+        "freshness": freshness(con),
     }
 
 

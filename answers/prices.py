@@ -1,4 +1,5 @@
-"""The answers behind `gpucost prices`, `gpucost estimate` and `gpucost history`.
+"""Prices: the answers behind `gpucost prices` and `gpucost history`, and the filters and frontier
+`answers.estimate` ranks offers with.
 
 Pure functions over a DuckDB connection (a read-only, sandboxed one is enough) and frozen filter
 values; they return polars frames and never print. The SQL is fixed text (no user input is ever
@@ -42,7 +43,8 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import polars as pl
 
-from warehouse.db import PACKAGE_DIR, WarehouseError
+from answers import AnswerError
+from warehouse.db import PACKAGE_DIR
 from warehouse.hardware import HardwareCatalog
 from warehouse.marts import resolve_descriptions
 
@@ -53,10 +55,6 @@ SERIES_KEY = ("gpu_name", "provider", "pricing_type")
 # the precision `gpucost estimate` shows hours and dollars at, which the frontier compares at
 TIME_STEP_HOURS = 0.01
 COST_STEP_USD = 0.01
-
-
-class AnswerError(WarehouseError):
-    """A filter names nothing that exists, or the warehouse cannot answer yet; says what to do."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
--- Each provider's last finished run and its last good refresh.
+-- Each provider's last finished run (its last good refresh is answers.status.last_good, added there).
 with
 
 finished as (
@@ -9,13 +9,6 @@ finished as (
 last_run as (
     select * from finished
     qualify row_number() over (partition by provider order by started_at desc) = 1
-),
-
-last_good as (
-    select provider, max(finished_at) as last_good_at
-    from ops.provider_runs
-    where status in ('ok', 'degraded') and finished_at is not null
-    group by provider
 ),
 
 held_prices as (
@@ -38,7 +31,6 @@ final as (
         last_run.run_id,
         epoch(last_run.started_at)::bigint as started_at,
         epoch(last_run.finished_at)::bigint as finished_at,
-        epoch(last_good.last_good_at)::bigint as last_good_at,
         last_run.offers_loaded,
         last_run.offers_quarantined,
         coalesce(held_prices.held_prices, 0) as held_prices,
@@ -47,7 +39,6 @@ final as (
         last_run.hint,
         coalesce(last_run.scopes::varchar, '{}') as scopes
     from last_run
-    left join last_good on last_run.provider = last_good.provider
     left join held_prices
         on last_run.run_id = held_prices.run_id and last_run.provider = held_prices.provider
     left join current_offers on last_run.provider = current_offers.provider

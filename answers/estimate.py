@@ -1,0 +1,351 @@
+"""`gpucost estimate`'s answers: one fine-tuning job priced on every current offer, or on stated hardware.
+
+Both go through `warehouse.finetune_marts.cost_frame`, the code that builds marts.finetune_costs:
+the same offer translation (`finetune.offer`), the same placement and time, the same bill in SQL.
+
+* `rank_offers`: the job on every current offer passing `OfferFilters` (on-demand only unless
+  `spot`), each priced as the mart prices it; `frontier` folds offers neither faster nor cheaper
+  than another of the same provider, GPU and pricing type.
+* `on_hardware`: `--gpu X --gpus N [--nodes K]` is a one-row offer frame built from gpus.csv:
+  links as an instance_types.csv row would state them (`finetune.offer.stated_links`:
+  NVSwitch on SXM/OAM boards, PCIe otherwise, or `interconnect`), billed per second with no
+  minimum at `price_usd_per_gpu_hour` × GPUs (no price: hours only). It is placed on exactly the
+  stated nodes (`place_at`), with `sharding` when given. A job that does not fit has no cost.
+
+GPUs without bf16 (T4, V100: gpus.csv `supports_bf16`) train in fp16 mixed precision at their
+fp16 rate: every row says which in `train_precision` (`finetune.offer.tensor_rate`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from answers import AnswerError
+from answers.prices import OFFER_KEY, OfferFilters, check_filters, current_offers, frontier
+from finetune import FinetuneJob, ModelSpec, Sharding, memory_per_gpu, trainable_params
+from finetune.job import Job
+from finetune.memory import MemoryBreakdown
+from finetune.offer import Interconnect, stated_links, tensor_rate
+from finetune.placement import MemoryTable, place_at
+from finetune.time import model_flops_per_token
+from warehouse.db import connect
+from warehouse.finetune_marts import cost_frame, read_offers
+from warehouse.hardware import GpuSpec, HardwareCatalog
+
+__all__ = [
+    "DETAIL_COLUMNS",
+    "MemoryAnswer",
+    "OfferRanking",
+    "StatedEstimate",
+    "StatedHardware",
+    "find_gpu",
+    "job_memory",
+    "on_hardware",
+    "rank_offers",
+    "stated_offer",
+    "train_precision",
+]
+
+# the ranking's extra columns, from answers.prices.current_offers
+DETAIL_COLUMNS = (
+    "price_statistic",
+    "price_is_from",
+    "price_since",
+    "last_seen_at",
+    "price_age_hours",
+    "interruption_rate_min",
+    "interruption_rate_max",
+)
+RANK_ORDER = ["cost_usd", "estimated_hours", "provider", "instance_type"]
+# a stated node's default network: 8 × 400 Gb/s, the InfiniBand NDR / EFA v2 of an 8-GPU node
+DEFAULT_INTER_NODE_GBITS_PER_S = 3200.0
+
+
+def train_precision(
+    job: Job, bf16_tflops: float | None, fp16_tflops: float | None, supports_bf16: bool | None
+) -> str:
+    """The precision the job trains in on this GPU: the job's own, or fp16-mixed without bf16."""
+    _, dtype = tensor_rate(bf16_tflops, fp16_tflops, supports_bf16)
+    return job.precision if dtype == "bf16" else "fp16-mixed"
+
+
+def _with_train_precision(rows: pl.DataFrame, offers: pl.DataFrame, job: Job) -> pl.DataFrame:
+    """`rows` (cost_frame) with `train_precision`, from the GPU facts of each row's offer."""
+    columns = [c for c in ("bf16_tflops", "fp16_tflops", "supports_bf16") if c in offers.columns]
+    facts = offers.select([*OFFER_KEY, *columns]).unique(list(OFFER_KEY), keep="first")
+    precision = [
+        train_precision(job, r.get("bf16_tflops"), r.get("fp16_tflops"), r.get("supports_bf16"))
+        for r in facts.iter_rows(named=True)
+    ]
+    facts = facts.select(OFFER_KEY).with_columns(pl.Series("train_precision", precision, dtype=pl.String))
+    return rows.join(facts, on=list(OFFER_KEY), how="left", nulls_equal=True)
+
+
+@dataclass(frozen=True)
+class OfferRanking:
+    """The job on current offers: `rows` every offer that passed the filters (priced or not),
+    `marked` the priced ones with `on_frontier`, `details` price age and spot band per offer."""
+
+    rows: pl.DataFrame
+    marked: pl.DataFrame
+    details: pl.DataFrame
+
+    @property
+    def folded(self) -> int:
+        return self.marked.height - int(self.marked["on_frontier"].sum())
+
+    @property
+    def fitting(self) -> int:
+        return self.rows.filter(self.rows["fits"]).height
+
+    def shown(self, top: int, show_all: bool) -> pl.DataFrame:
+        """The `top` cheapest (frontier only unless `show_all`), with their details."""
+        shown = (self.marked if show_all else self.marked.filter(self.marked["on_frontier"])).sort(RANK_ORDER)
+        keys = list(OFFER_KEY)
+        return shown.head(top).join(self.details, on=keys, how="left", nulls_equal=True).sort(RANK_ORDER)
+
+
+def rank_offers(
+    con: duckdb.DuckDBPyConnection,
+    fjob: FinetuneJob,
+    model: ModelSpec,
+    filters: OfferFilters,
+    now: datetime,
+    *,
+    spot: bool,
+    max_nodes: int,
+) -> OfferRanking:
+    """The job on every current offer passing `filters`; AnswerError when none can be priced."""
+    offers = read_offers(con)
+    check_filters(con, filters)
+    details = current_offers(con, filters, now).select([*OFFER_KEY, *DETAIL_COLUMNS])
+    offers = offers.join(details.select(OFFER_KEY), on=list(OFFER_KEY), how="semi", nulls_equal=True)
+    if not spot:
+        offers = offers.filter(~offers["is_spot"])
+    rows = cost_frame(con, [fjob], {model.model_id: model}, offers, max_nodes=max_nodes, max_gpus=None)
+    if rows.is_empty():
+        kind = "" if spot else "on-demand "
+        if filters != OfferFilters():
+            raise AnswerError(f"no current {kind}offers match {filters.describe()}; loosen a filter")
+        raise AnswerError(f"no current {kind}offers in the warehouse; run `gpucost refresh`")
+    rows = _with_train_precision(rows, offers, fjob.job)
+    priced = rows.filter(rows["priced"])
+    if priced.is_empty():
+        raise AnswerError(_nothing_priced(rows, max_nodes))
+    return OfferRanking(rows, frontier(priced), details)
+
+
+def _nothing_priced(rows: pl.DataFrame, max_nodes: int) -> str:
+    fitting = rows.filter(rows["fits"])
+    if fitting.is_empty():
+        closest = rows.sort(["total_gb", "usable_vram_gb"], descending=[False, True]).row(0, named=True)
+        return (
+            f"no current offer can hold this job; the smallest per-GPU need is "
+            f"{closest['total_gb']:.1f} GB with {closest['sharding']} over {closest['gpus_used']} "
+            f"GPU(s) ({closest['gpu_name']}, {closest['usable_vram_gb']:.1f} GB usable); "
+            f"try qlora or --max-nodes (now {max_nodes})"
+        )
+    reasons = sorted(set(fitting["unpriced_reason"].to_list()))
+    return f"{fitting.height} offer(s) can hold this job but none can be priced: " + "; ".join(reasons[:3])
+
+
+@dataclass(frozen=True)
+class MemoryAnswer:
+    """`gpucost memory`: the per-GPU breakdown of one job on `n_gpus`, and what it trains."""
+
+    breakdown: MemoryBreakdown
+    trainable_params: int
+
+
+def job_memory(model: ModelSpec, job: Job, n_gpus: int) -> MemoryAnswer:
+    """Peak memory per GPU of `job` data-parallel over `n_gpus` (needs no warehouse)."""
+    return MemoryAnswer(memory_per_gpu(model, job, n_gpus), trainable_params(model, job))
+
+
+# --- stated hardware ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StatedHardware:
+    """`--gpu`, `--gpus` (per node), `--nodes`, `--interconnect`, `--inter-node-gbps`,
+    `--price-per-gpu-hour` and `--sharding` of `gpucost estimate`."""
+
+    gpu: str
+    gpus_per_node: int = 1
+    nodes: int = 1
+    interconnect: Interconnect | None = None  # None: NVLink on SXM/OAM boards, else PCIe
+    inter_node_gbits_per_s: float = DEFAULT_INTER_NODE_GBITS_PER_S
+    price_usd_per_gpu_hour: float | None = None
+    sharding: Sharding | None = None  # None: the lightest that fits
+
+
+@dataclass(frozen=True)
+class StatedEstimate:
+    """The job on stated hardware: `row` is its marts.finetune_costs row (cost null when it does
+    not fit or has no price), with what the page and `--json` add."""
+
+    gpu: GpuSpec
+    hardware: StatedHardware
+    row: dict[str, Any]
+    breakdown: MemoryBreakdown
+    job: Job  # the job as placed (its sharding)
+    tokens_per_s: float | None
+    mfu: float | None
+
+    @property
+    def hours(self) -> float | None:
+        return self.row["estimated_hours"]
+
+    @property
+    def cost_usd(self) -> float | None:
+        return self.row["cost_usd"]
+
+    @property
+    def warning(self) -> str | None:
+        """Why a job that fits is not timed or priced (slow fabric, unbounded time); None otherwise."""
+        return self.row["unpriced_reason"] if self.row["fits"] else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu.gpu_name,
+            "gpus_per_node": self.hardware.gpus_per_node,
+            "nodes": self.hardware.nodes,
+            "n_gpus": self.row["gpus_used"],
+            "interconnect": self.row["intra_node_interconnect"],
+            "sharding": self.row["sharding"],
+            "train_precision": self.row["train_precision"],
+            "fits": self.row["fits"],
+            "usable_vram_gb": self.row["usable_vram_gb"],
+            "train_tokens": self.row["train_tokens"],
+            "tokens_per_s": self.tokens_per_s,
+            "hours": self.hours,
+            "billed_hours": self.row["billed_hours"],
+            "mfu": self.mfu,
+            "warning": self.warning,
+            "cost_usd": self.cost_usd,
+            "price_per_gpu_hour": self.hardware.price_usd_per_gpu_hour,
+            "job": asdict(self.job),
+        }
+
+
+def find_gpu(name: str, catalog: HardwareCatalog | None = None) -> GpuSpec:
+    """A gpus.csv row by canonical name, case-insensitive; AnswerError with close names."""
+    gpus = (catalog or HardwareCatalog.load()).gpus
+    for key, spec in gpus.items():
+        if key.lower() == name.lower():
+            return spec
+    close = difflib.get_close_matches(name, list(gpus), n=5, cutoff=0.4)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise AnswerError(f"no GPU {name!r} in warehouse/seeds/gpus.csv{hint} (see `gpucost gpus`)")
+
+
+def stated_offer(gpu: GpuSpec, hw: StatedHardware) -> dict[str, Any]:
+    """The one-row offer (`read_offers` columns) of `hw`: what the mart would read for such a box."""
+    try:
+        interconnect, intra = stated_links(
+            gpu.form_factor, gpu.nvlink_gbps, hw.gpus_per_node, hw.interconnect
+        )
+    except ValueError as exc:
+        raise AnswerError(f"--gpu {gpu.gpu_name} --interconnect nvlink: {exc}") from None
+    price = hw.price_usd_per_gpu_hour
+    return {
+        "provider": "stated",
+        "instance_type": f"{hw.gpus_per_node}x {gpu.gpu_name}",
+        "region": "stated",
+        "zone": None,
+        "pricing_type": "on_demand",
+        "is_spot": False,
+        "price_source": "list",
+        "gpu_name": gpu.gpu_name,
+        "gpu_count": float(hw.gpus_per_node),
+        "vram_gb": float(gpu.vram_gb),
+        "price_usd_per_hour": None if price is None else price * hw.gpus_per_node,
+        "bf16_tflops": gpu.bf16_tflops,
+        "fp16_tflops": gpu.fp16_tflops,
+        "supports_bf16": gpu.supports_bf16,
+        "intra_node_interconnect": interconnect,
+        "intra_node_gbps": intra,
+        "inter_node_gbps": hw.inter_node_gbits_per_s if hw.nodes > 1 else None,
+        "pcie_gen": gpu.pcie_gen,
+        "memory_bandwidth_gbps": gpu.memory_bandwidth_gbps,
+        "architecture": gpu.architecture,
+        "gpu_model": gpu.model,
+        "billing_granularity": "per_second",
+        "minimum_charge_seconds": None,
+        "spot_kind": None,
+        "interruption_rate_min": None,
+        "interruption_rate_max": None,
+    }
+
+
+_STATED_SCHEMA: dict[str, Any] = {
+    "provider": pl.String,
+    "instance_type": pl.String,
+    "region": pl.String,
+    "zone": pl.String,
+    "pricing_type": pl.String,
+    "is_spot": pl.Boolean,
+    "price_source": pl.String,
+    "gpu_name": pl.String,
+    "gpu_count": pl.Float64,
+    "vram_gb": pl.Float64,
+    "price_usd_per_hour": pl.Float64,
+    "bf16_tflops": pl.Float64,
+    "fp16_tflops": pl.Float64,
+    "supports_bf16": pl.Boolean,
+    "intra_node_interconnect": pl.String,
+    "intra_node_gbps": pl.Float64,
+    "inter_node_gbps": pl.Float64,
+    "pcie_gen": pl.Int64,
+    "memory_bandwidth_gbps": pl.Float64,
+    "architecture": pl.String,
+    "gpu_model": pl.String,
+    "billing_granularity": pl.String,
+    "minimum_charge_seconds": pl.Int64,
+    "spot_kind": pl.String,
+    "interruption_rate_min": pl.Float64,
+    "interruption_rate_max": pl.Float64,
+}
+
+
+def on_hardware(
+    fjob: FinetuneJob, model: ModelSpec, hw: StatedHardware, catalog: HardwareCatalog | None = None
+) -> StatedEstimate:
+    """The job on stated hardware, priced by the mart's cost SQL over a one-row offer frame."""
+    gpu = find_gpu(hw.gpu, catalog)
+    offer = stated_offer(gpu, hw)
+    offers = pl.DataFrame([offer], schema=_STATED_SCHEMA)
+    memory = MemoryTable()
+    placer = partial(place_at, sharding=hw.sharding)
+    con = connect(":memory:")
+    try:
+        rows = cost_frame(
+            con, [fjob], {model.model_id: model}, offers, max_nodes=hw.nodes, max_gpus=None,
+            memory=memory, placer=placer,
+        )  # fmt: skip
+    except ValueError as exc:  # place_at: a sharding that cannot run on these nodes
+        raise AnswerError(f"--sharding {hw.sharding}: {exc}") from None
+    finally:
+        con.close()
+    rows = _with_train_precision(rows, offers, fjob.job)
+    row = {**rows.row(0, named=True), "intra_node_interconnect": offer["intra_node_interconnect"]}
+    job_memory = memory.for_job(model, fjob.job)
+    variant = next(i for i, (s, _) in enumerate(job_memory.variants) if s == row["sharding"])
+    placed = job_memory.variants[variant][1]
+    hours = row["estimated_hours"]
+    tokens_per_s = fjob.train_tokens / (hours * 3600) if hours else None
+    tflops, _ = tensor_rate(gpu.bf16_tflops, gpu.fp16_tflops, gpu.supports_bf16)
+    mfu = None
+    if tokens_per_s is not None and tflops:
+        mfu = model_flops_per_token(model, placed) * tokens_per_s / (row["gpus_used"] * tflops * 1e12)
+    if tokens_per_s is not None and not math.isfinite(tokens_per_s):
+        tokens_per_s = None
+    return StatedEstimate(gpu, hw, row, job_memory.get(variant, row["gpus_used"]), placed, tokens_per_s, mfu)

@@ -1,0 +1,10 @@
+-- Runs in progress or abandoned (a run that died says so: never 'running' forever), newest first.
+select
+    run_id,
+    status,
+    started_at,
+    error,
+from ops.runs
+where status in ('running', 'abandoned')
+order by started_at desc
+limit 5

@@ -1,0 +1,100 @@
+"""Freshness, once: `gpucost status` and the comparison page read it from here.
+
+* `last_good`: when each provider last published prices (its latest ok or degraded run), the one
+  definition of "fresh" both readers show.
+* `status`: `gpucost status`'s answer: each provider's last finished run, `last_good`, the
+  runs in progress or abandoned, the providers failing or stale (`warehouse.lifecycle`) and the
+  offers closed because their provider retired.
+* `freshness`: the page's per-provider panel: the last run with its held scopes and prices, and
+  `last_good_at` from `last_good`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from answers import AnswerError
+from warehouse.lifecycle import closed_as_retired, provider_health
+
+SQL_DIR = Path(__file__).resolve().parent / "sql"
+PAGE_QUERIES_DIR = Path(__file__).resolve().parent / "report" / "queries"
+
+
+def _sql(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def _last_good(con: duckdb.DuckDBPyConnection) -> list[tuple[str, datetime, int]]:
+    return con.execute(_sql(SQL_DIR / "last_good.sql")).fetchall()
+
+
+def last_good(con: duckdb.DuckDBPyConnection) -> dict[str, datetime]:
+    """provider → when its prices were last published (UTC)."""
+    return {provider: at for provider, at, _ in _last_good(con)}
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """A run in progress or abandoned."""
+
+    run_id: str
+    status: str
+    started_at: datetime
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Status:
+    """`gpucost status`: the last run of each provider (`columns`, `rows`), when each last
+    published prices, and the runs still open."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    last_good: dict[str, datetime]
+    open_runs: list[OpenRun]
+    health: pl.DataFrame  # one row per provider failing since its last good run (warehouse.lifecycle)
+    closed_as_retired: dict[str, int]  # provider -> offers closed because it retired
+
+
+def status(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours: float) -> Status:
+    """The warehouse's runs, judged at `now`; AnswerError when none is recorded yet."""
+    rel = con.sql(_sql(SQL_DIR / "provider_status.sql"))
+    columns, rows = list(rel.columns), rel.fetchall()
+    if not rows:
+        raise AnswerError("no runs recorded yet; run `gpucost refresh`")
+    runs = [OpenRun(*row) for row in con.execute(_sql(SQL_DIR / "open_runs.sql")).fetchall()]
+    health = provider_health(con, now, stale_after_hours)
+    return Status(columns, rows, last_good(con), runs, health, closed_as_retired(con))
+
+
+def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """The page's freshness panel: per provider its last run, held scopes and last good refresh."""
+    good = {provider: epoch for provider, _, epoch in _last_good(con)}
+    rel = con.sql(_sql(PAGE_QUERIES_DIR / "freshness.sql"))
+    providers = []
+    for row in rel.fetchall():
+        found = dict(zip(rel.columns, row, strict=True))
+        # the page's column order: last_good_at right after finished_at
+        record: dict[str, Any] = {}
+        for name, value in found.items():
+            record[name] = value
+            if name == "finished_at":
+                record["last_good_at"] = good.get(found["provider"])
+        scopes = json.loads(record.pop("scopes") or "{}")
+        record["held_scopes"] = sorted(
+            f"{name} ({outcome.get('reason', outcome.get('status'))})"
+            for name, outcome in scopes.items()
+            if outcome.get("status") != "ok"
+        )
+        record["scopes"] = len(scopes)
+        providers.append(record)
+    last = con.sql(_sql(PAGE_QUERIES_DIR / "last_run.sql"))
+    last_run = [dict(zip(last.columns, row, strict=True)) for row in last.fetchall()]
+    return {"providers": providers, "last_run": last_run[0] if last_run else None}

@@ -1,0 +1,420 @@
+"""The job options of `gpucost memory` and `gpucost estimate`, declared once.
+
+`JobOptions` holds what describes one fine-tuning job on the command line (model, method,
+sequence shape, precision, optimizer, LoRA, loss, checkpointing, …); `with_job_options` adds
+those options to a command's signature (typer reads the signature) and hands the command one
+`JobOptions`. A new job knob is one field and one `JOB_OPTIONS` entry, and reaches both commands.
+`JobOptions.model_spec` and `JobOptions.job` turn it into the model's `ModelSpec` and `Job`, with
+one line naming the flag for a value out of range (never a traceback).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, get_args
+
+import typer
+
+from finetune import (
+    Attention,
+    Job,
+    LoraTargets,
+    Loss,
+    Method,
+    ModelSpec,
+    Optimizer,
+    Precision,
+    Quant,
+    Sharding,
+    model_from_hf_config,
+)
+from finetune.job import (
+    CheckpointPolicy,
+    OptimizerImpl,
+    PaddedShape,
+    TrainEmbeddings,
+    Zero3Impl,
+    padded_shape,
+    require_data_parallel,
+)
+from flows.hf_configs import ConfigNotFound, resolve_config
+from flows.output import err
+from warehouse.seed_models import load_models
+
+
+def _choices(name: str, literal: object) -> Any:
+    """A str Enum of a Literal's values, which typer shows as the option's choices."""
+    return Enum(name, [(value, value) for value in get_args(literal)], type=str)
+
+
+MethodChoice = _choices("MethodChoice", Method)
+PrecisionChoice = _choices("PrecisionChoice", Precision)
+OptimizerChoice = _choices("OptimizerChoice", Optimizer)
+ShardingChoice = _choices("ShardingChoice", Sharding)
+AttentionChoice = _choices("AttentionChoice", Attention)
+TargetsChoice = _choices("TargetsChoice", LoraTargets)
+LossChoice = _choices("LossChoice", Loss)
+QuantChoice = _choices("QuantChoice", Quant)
+# defaults as module-level values (ruff B008); the same as requirements.Job's
+DEFAULT_METHOD = MethodChoice("lora")
+DEFAULT_SHARDING = ShardingChoice("none")
+DEFAULT_PRECISION = PrecisionChoice("bf16-mixed")
+# Without --optimizer, each method gets the optimizer of its usual recipe, as in the default job grid
+# (warehouse/seeds/finetune_jobs.csv): QLoRA's paper pairs NF4 with paged 8-bit AdamW.
+METHOD_OPTIMIZER = {"full": "adamw", "lora": "adamw", "qlora": "paged-adamw8bit"}
+DEFAULT_ATTENTION = AttentionChoice("flash")
+DEFAULT_TARGETS = TargetsChoice("all-linear")
+DEFAULT_LOSS = LossChoice("standard")
+DEFAULT_QUANT = QuantChoice("nf4-dq")
+# Instruct / chat variants share their base model's architecture (same config.json shapes)
+VARIANT_SUFFIX = re.compile(r"-(instruct|chat|it|base)(-\d{4})?$", re.IGNORECASE)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _usage(message: str) -> typer.Exit:
+    """Options that contradict each other: one line, exit 2 like click's own usage errors."""
+    return _fail(message, code=2)
+
+
+def find_model(name: str, models: dict[str, ModelSpec]) -> ModelSpec:
+    """A model by id, by its name after the slash, or by a unique case-insensitive suffix."""
+    if name in models:
+        return models[name]
+    wanted = name.lower()
+    for rule in (
+        lambda mid: mid.lower() == wanted,
+        lambda mid: mid.lower().rsplit("/", 1)[-1] == wanted,
+        lambda mid: mid.lower().endswith(wanted),
+    ):
+        found = [mid for mid in models if rule(mid)]
+        if len(found) == 1:
+            return models[found[0]]
+        if len(found) > 1:
+            raise _fail(f"--model {name!r} matches several models: {', '.join(sorted(found))}")
+    base = VARIANT_SUFFIX.sub("", name)
+    if base != name:
+        return find_model(base, models)
+    short = {mid.rsplit("/", 1)[-1].lower(): mid for mid in models}
+    close = difflib.get_close_matches(wanted, list(short), n=5, cutoff=0.5)
+    hint = f"; did you mean {', '.join(short[c] for c in close)}?" if close else ""
+    raise _fail(
+        f"no model {name!r} in warehouse/seeds/llm_models.csv{hint} "
+        "(give a Hugging Face id like org/name, or pass its config.json with --config)"
+    )
+
+
+def _model(model: str | None, config: Path | None) -> ModelSpec:
+    if (model is None) == (config is None):
+        raise _fail("give exactly one of --model ID (warehouse/seeds/llm_models.csv) or --config config.json")
+    if config is not None:
+        try:
+            data = json.loads(config.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise _fail(f"cannot read {config}: {exc}") from None
+        if not isinstance(data, dict):
+            raise _fail(f"{config} is not a JSON object (a Hugging Face config.json)")
+        try:
+            return model_from_hf_config(data, str(data.get("_name_or_path") or config))
+        except (ValueError, TypeError) as exc:
+            raise _fail(str(exc)) from None
+    assert model is not None
+    models = load_models()
+    if "/" in model and not _seeded(model, models):
+        try:
+            data = resolve_config(model)
+            return model_from_hf_config(data, model)
+        except ConfigNotFound as exc:
+            raise _fail(str(exc)) from None
+        except (ValueError, TypeError) as exc:
+            raise _fail(str(exc)) from None
+    return find_model(model, models)
+
+
+def _seeded(name: str, models: dict[str, ModelSpec]) -> bool:
+    wanted = VARIANT_SUFFIX.sub("", name).lower()
+    return any(mid.lower() == wanted for mid in models)
+
+
+def _job(**knobs: Any) -> Job:
+    values = {k: v.value if isinstance(v, Enum) else v for k, v in knobs.items()}
+    if values.get("optimizer") is None:
+        values["optimizer"] = METHOD_OPTIMIZER[values["method"]]
+    try:
+        job = Job(**values)
+        require_data_parallel(job)  # TP/PP: one line saying what to ask instead
+    except ValueError as exc:  # OutsideModelError is one
+        raise _fail(str(exc)) from None
+    return job
+
+
+_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+def parse_tokens(text: str) -> float:
+    """ "50M" → 5e7, "1.5B" → 1.5e9, "2000000" or "2_000_000" → 2e6."""
+    match = re.fullmatch(r"\s*([0-9][0-9_]*(?:\.[0-9]+)?(?:e[0-9]+)?)\s*([kmbgt]?)\s*", text.lower())
+    value = float(match.group(1).replace("_", "")) * _SUFFIX[match.group(2)] if match else math.nan
+    # 1e15 tokens is ~70× the largest public pretraining corpus: a typo, not a fine-tuning run;
+    # below one token there is nothing to train on (the job counts whole tokens)
+    if not (math.isfinite(value) and 1 <= value <= 1e15):
+        raise _fail(f"--tokens {text!r}: write a count of at least one token, like 50M, 1.5B or 2000000")
+    return value
+
+
+# Options shared by both commands (typer reads them from each signature).
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", help="model_id from llm_models.csv, or a unique suffix (Llama-3.1-8B)."),
+]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="A Hugging Face config.json instead of --model.")
+]
+MethodOpt = Annotated[MethodChoice, typer.Option(help="full fine-tuning, LoRA or QLoRA (NF4 base).")]
+SeqLenOpt = Annotated[
+    int | None, typer.Option(min=1, help="Sequence length in tokens of packed data (default 2048).")
+]
+MeanLenOpt = Annotated[
+    float | None,
+    typer.Option(help="Padded data: mean sample length in tokens (with --max-len, instead of --seq-len)."),
+]
+MaxLenOpt = Annotated[
+    int | None,
+    typer.Option(help="Padded data: longest sample in tokens; memory is sized at it (with --mean-len)."),
+]
+MicroBatchOpt = Annotated[int, typer.Option(min=1, help="Sequences per GPU per step.")]
+OffloadOpt = Annotated[bool, typer.Option(help="ZeRO CPU offload of optimizer state (needs zero2/zero3).")]
+PrecisionOpt = Annotated[PrecisionChoice, typer.Option(help="bf16 with fp32 master weights, or pure bf16.")]
+OptimizerOpt = Annotated[
+    OptimizerChoice | None,
+    typer.Option(help="Optimizer (8-bit ones keep 2 B/param). Default: adamw; paged-adamw8bit for qlora."),
+]
+CheckpointingOpt = Annotated[bool, typer.Option(help="Activation (gradient) checkpointing.")]
+AttentionOpt = Annotated[AttentionChoice, typer.Option(help="FlashAttention/SDPA or eager attention.")]
+RankOpt = Annotated[int, typer.Option(min=1, help="LoRA rank.")]
+TargetsOpt = Annotated[TargetsChoice, typer.Option(help="LoRA on attention projections or all linears.")]
+LossOpt = Annotated[
+    LossChoice,
+    typer.Option(help="standard (HF, fp32 logits), chunked (torchtune) or fused (Liger, Cut-Cross-Entropy)."),
+]
+QuantOpt = Annotated[
+    QuantChoice, typer.Option(help="QLoRA base: nf4, nf4-dq (double quantization, default) or gptq int4.")
+]
+DropoutOpt = Annotated[
+    float | None,
+    typer.Option(min=0.0, max=0.99, help="LoRA dropout (default by recipe: 0 for lora, 0.1 for qlora)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+CheckpointPolicyChoice = _choices("CheckpointPolicyChoice", CheckpointPolicy)
+OptimizerImplChoice = _choices("OptimizerImplChoice", OptimizerImpl)
+PolicyOpt = Annotated[
+    CheckpointPolicyChoice,
+    typer.Option(
+        help="What checkpointing recomputes: full layers, or selective (torchtitan's per-op policy)."
+    ),
+]
+ImplOpt = Annotated[
+    OptimizerImplChoice,
+    typer.Option(help="AdamW kernel: foreach (torch's default) or fused (torchtune, torchtitan)."),
+]
+FullLoadOpt = Annotated[
+    bool,
+    typer.Option(help="Load a full state dict into the sharded model (each GPU briefly holds it all)."),
+]
+CompileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--compile/--no-compile",
+        help="torch.compile on (torchtune compile: True): fused elementwise work, fewer launches.",
+    ),
+]
+ParallelOpt = Annotated[
+    int, typer.Option(min=1, help="Tensor / pipeline parallel degree; above 1 is outside this model.")
+]
+Zero3ImplChoice = _choices("Zero3ImplChoice", Zero3Impl)
+TrainEmbeddingsChoice = _choices("TrainEmbeddingsChoice", TrainEmbeddings)
+Zero3ImplOpt = Annotated[
+    Zero3ImplChoice,
+    typer.Option(
+        help="Who shards a zero3 job: fsdp (2 units + embedding/head gathered) or deepspeed "
+        "(its 1e9-parameter live budget)."
+    ),
+]
+TrainEmbeddingsOpt = Annotated[
+    TrainEmbeddingsChoice,
+    typer.Option(
+        help="LoRA/QLoRA: also train a copy of the head, or of embedding and head (PEFT modules_to_save)."
+    ),
+]
+DEFAULT_POLICY = CheckpointPolicyChoice("full")
+DEFAULT_IMPL = OptimizerImplChoice("foreach")
+DEFAULT_ZERO3_IMPL = Zero3ImplChoice("fsdp")
+DEFAULT_TRAIN_EMBEDDINGS = TrainEmbeddingsChoice("off")
+DEFAULT_SEQ_LEN = 2048
+
+
+def _shape(
+    seq_len: int | None,
+    mean_len: float | None,
+    max_len: int | None,
+    micro_batch: int,
+    padding_efficiency: float | None = None,
+) -> tuple[dict[str, Any], PaddedShape | None]:
+    """The Job's seq_len / padding_efficiency / peak_seq_len from packed or padded options."""
+    if mean_len is None and max_len is None:
+        knobs = {
+            "seq_len": DEFAULT_SEQ_LEN if seq_len is None else seq_len,
+            "padding_efficiency": 1.0 if padding_efficiency is None else padding_efficiency,
+        }
+        return knobs, None
+    if mean_len is None or max_len is None:
+        raise _usage("give both --mean-len and --max-len (padded data), or neither (packed data: --seq-len)")
+    if seq_len is not None:
+        raise _usage(
+            "--seq-len is the packed length; with --mean-len/--max-len the padded length is derived "
+            "from them: drop --seq-len"
+        )
+    if padding_efficiency is not None:
+        raise _usage(
+            "--padding-efficiency is derived from --mean-len/--max-len (mean / expected padded "
+            "length): give one or the other"
+        )
+    try:
+        shape = padded_shape(mean_len, max_len, micro_batch)
+    except ValueError as exc:
+        raise _usage(f"--mean-len {mean_len:g} --max-len {max_len}: {exc}") from None
+    knobs = {
+        "seq_len": shape.seq_len,
+        "padding_efficiency": shape.padding_efficiency,
+        "peak_seq_len": shape.max_len,
+    }
+    return knobs, shape
+
+
+def _padding(shape: PaddedShape | None) -> dict[str, Any] | None:
+    """The --json `padding` object: what --mean-len/--max-len became (None for packed data)."""
+    if shape is None:
+        return None
+    return {
+        "mean_len": shape.mean_len,
+        "max_len": shape.max_len,
+        "expected_padded_len": shape.expected_len,
+        "padding_efficiency": shape.padding_efficiency,
+        "time_seq_len": shape.seq_len,
+        "memory_seq_len": shape.max_len,
+    }
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """One fine-tuning job as the command line states it (values as typed; Enums unwrapped)."""
+
+    model: str | None = None
+    config: Path | None = None
+    method: str = "lora"
+    seq_len: int | None = None
+    mean_len: float | None = None
+    max_len: int | None = None
+    micro_batch: int = 1
+    zero3_impl: str = "fsdp"
+    train_embeddings: str = "off"
+    offload: bool = False
+    precision: str = "bf16-mixed"
+    optimizer: str | None = None
+    grad_checkpointing: bool = True
+    attention: str = "flash"
+    lora_rank: int = 16
+    lora_targets: str = "all-linear"
+    loss: str = "standard"
+    quant: str = "nf4-dq"
+    lora_dropout: float | None = None
+    checkpoint_policy: str = "full"
+    optimizer_impl: str = "foreach"
+    full_state_dict_load: bool = False
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+
+    def model_spec(self) -> ModelSpec:
+        """The model of --model or --config; one line and exit 1 when neither resolves."""
+        return _model(self.model, self.config)
+
+    def job(
+        self, *, sharding: str, padding_efficiency: float | None = None, compiled: bool = False
+    ) -> tuple[Job, PaddedShape | None]:
+        """The model's Job (and the padded shape, for padded data) under `sharding`."""
+        shape_knobs, shape = _shape(
+            self.seq_len, self.mean_len, self.max_len, self.micro_batch, padding_efficiency
+        )
+        knobs = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_JOB_FIELDS}
+        return _job(**knobs, **shape_knobs, compiled=compiled, sharding=sharding), shape
+
+
+# JobOptions fields that are not Job fields: what the model is, and the shape _shape derives
+_NOT_JOB_FIELDS = frozenset({"model", "config", "seq_len", "mean_len", "max_len"})
+
+# The options `with_job_options` adds, in --help order: (annotation, default) per JobOptions field.
+JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "model": (ModelOpt, None),
+    "config": (ConfigOpt, None),
+    "method": (MethodOpt, DEFAULT_METHOD),
+    "seq_len": (SeqLenOpt, None),
+    "mean_len": (MeanLenOpt, None),
+    "max_len": (MaxLenOpt, None),
+    "micro_batch": (MicroBatchOpt, 1),
+    "zero3_impl": (Zero3ImplOpt, DEFAULT_ZERO3_IMPL),
+    "train_embeddings": (TrainEmbeddingsOpt, DEFAULT_TRAIN_EMBEDDINGS),
+    "offload": (OffloadOpt, False),
+    "precision": (PrecisionOpt, DEFAULT_PRECISION),
+    "optimizer": (OptimizerOpt, None),
+    "grad_checkpointing": (CheckpointingOpt, True),
+    "attention": (AttentionOpt, DEFAULT_ATTENTION),
+    "lora_rank": (RankOpt, 16),
+    "lora_targets": (TargetsOpt, DEFAULT_TARGETS),
+    "loss": (LossOpt, DEFAULT_LOSS),
+    "quant": (QuantOpt, DEFAULT_QUANT),
+    "lora_dropout": (DropoutOpt, None),
+    "checkpoint_policy": (PolicyOpt, DEFAULT_POLICY),
+    "optimizer_impl": (ImplOpt, DEFAULT_IMPL),
+    "full_state_dict_load": (FullLoadOpt, False),
+    "tensor_parallel": (ParallelOpt, 1),
+    "pipeline_parallel": (ParallelOpt, 1),
+}
+
+
+def with_job_options(command: Callable[..., None]) -> Callable[..., None]:
+    """`command(job: JobOptions, **own)` as a typer command taking every JOB_OPTIONS option too.
+
+    The wrapper's signature is the job options, then the command's own (all keyword-only, so
+    typer sees one flat list); the wrapper folds the job options into one JobOptions.
+    """
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "job"]
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+        for name, (annotation, default) in JOB_OPTIONS.items()
+    ]
+    parameters = shared + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+
+    @functools.wraps(command)
+    def wrapper(**values: Any) -> None:
+        knobs = {name: _plain(values.pop(name, default)) for name, (_, default) in JOB_OPTIONS.items()}
+        command(job=JobOptions(**knobs), **values)
+
+    wrapper.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+    return wrapper
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value

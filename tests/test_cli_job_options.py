@@ -1,0 +1,78 @@
+"""The job options are declared once (flows/job_options.py) and out-of-range values are one line;
+`estimate --gpu` says fp16 on GPUs without bf16 and prints no cost for a job that does not fit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from flows.cli import app
+from flows.job_options import JOB_OPTIONS, JobOptions
+
+runner = CliRunner()
+LLAMA = ["--model", "meta-llama/Llama-3.1-8B"]
+
+
+def _options(command: str) -> dict[str, tuple[str, ...]]:
+    click = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    return {p.name: tuple(p.opts) for p in click.params}
+
+
+def test_memory_and_estimate_take_the_same_job_options() -> None:
+    memory, estimate = _options("memory"), _options("estimate")
+    for name in JOB_OPTIONS:
+        assert memory[name] == estimate[name], name
+    # one field per option: the options object and the declarations cannot drift apart
+    assert set(JOB_OPTIONS) == {f for f in JobOptions.__dataclass_fields__}
+
+
+@pytest.mark.parametrize("tokens", ["0.1", "0", "-5", "lots", "2e16"])
+def test_tokens_out_of_range_is_one_line_naming_the_flag(tokens: str) -> None:
+    result = runner.invoke(app, ["estimate", *LLAMA, "--gpu", "H100-SXM", "--tokens", tokens])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)  # no traceback
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--tokens" in lines[0], result.output
+
+
+def test_a_job_that_does_not_fit_gets_no_cost() -> None:
+    args = ["estimate", *LLAMA, "--method", "full", "--gpu", "T4", "--price-per-gpu-hour", "0.5"]
+    text = runner.invoke(app, args).output
+    assert "does NOT fit" in text and "$" not in text
+    payload = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert payload["fits"] is False and payload["cost_usd"] is None and payload["hours"] is None
+
+
+def test_gpus_without_bf16_say_fp16() -> None:
+    args = ["estimate", *LLAMA, "--method", "lora", "--gpu", "V100-32GB-SXM", "--gpus", "8"]
+    text = runner.invoke(app, [*args, "--price-per-gpu-hour", "0.5"]).output
+    assert "no bf16" in text and "fp16 mixed precision" in text and "$" in text
+    payload = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert payload["train_precision"] == "fp16-mixed"
+
+
+def test_interconnect_and_sharding_reach_the_stated_estimate() -> None:
+    base = ["estimate", *LLAMA, "--method", "full", "--gpu", "H100-PCIe", "--gpus", "8", "--json"]
+    pcie = json.loads(runner.invoke(app, base).stdout)
+    bridge = json.loads(runner.invoke(app, [*base, "--interconnect", "nvlink"]).stdout)
+    zero3 = json.loads(runner.invoke(app, [*base, "--sharding", "zero3"]).stdout)
+    assert (pcie["interconnect"], bridge["interconnect"]) == ("PCIe", "NVLink bridge")
+    assert pcie["hours"] == bridge["hours"]  # a bridge links pairs: eight cards ring over PCIe
+    assert zero3["sharding"] == "zero3" and zero3["hours"] > pcie["hours"]
+    bad = runner.invoke(app, [*base[:-1], "--gpu", "L4", "--interconnect", "nvlink"])
+    assert bad.exit_code == 1 and "--interconnect pcie" in bad.output
+
+
+def test_the_pages_job_form_uses_the_option_names() -> None:
+    """The page's job picker (answers/report/queries/fit_jobs.sql) describes a job by the same
+    names as the command line, so a knob renamed in one place fails here."""
+    from answers.report import query
+
+    sql = query("fit_jobs")
+    shown = {"method", "seq_len", "micro_batch", "precision", "optimizer", "lora_rank"}
+    for name in shown:
+        assert f"jobs.{name}" in sql, name
+    assert shown <= set(JOB_OPTIONS)
