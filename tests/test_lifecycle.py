@@ -11,17 +11,17 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from answers.prices import OfferFilters, current_offers
+from answers.report import offers_data
 from connectors import CONNECTORS
 from tests.factories import make_offer
-from warehouse import finetune
-from warehouse.answers import OfferFilters, current_offers
+from warehouse import finetune_marts as finetune
 from warehouse.db import Settings, connect, load_seeds, migrate
 from warehouse.export import write_feeds
 from warehouse.lifecycle import close_retired, closed_as_retired, provider_health, retired, stale_providers
 from warehouse.load import load_offers
 from warehouse.marts import build_marts
 from warehouse.pipeline import ProviderOutcome, default_providers, select_connectors
-from warehouse.report import offers_data
 
 T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
 RUNPOD_H100 = {

@@ -11,7 +11,7 @@ from connectors.base import child
 from connectors.http import _sync_stream
 from finetune.architecture import _count, model_from_hf_config
 from finetune.job import _choice
-from warehouse.models import load_finetune_jobs
+from warehouse.seed_models import load_finetune_jobs
 
 
 def test_child_is_the_object_under_a_key_or_an_empty_one():
