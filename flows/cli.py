@@ -471,19 +471,26 @@ def gpus() -> None:
 
 @app.command()
 def unmapped() -> None:
-    """Current offers whose GPU the seeds cannot name (fix: add an alias or instance type row)."""
+    """Current offers whose GPU the seeds cannot name (fix: add an alias or instance type row),
+    and spec conflicts: offers whose stated VRAM disagrees with the seed's (check the source)."""
     con = _read_only()
     try:
         rel = con.sql("select * from marts.unmapped_gpus")
         columns, rows = rel.columns, rel.fetchall()
+        conflicts = con.sql("select * from marts.spec_conflicts")
+        conflict_columns, conflict_rows = conflicts.columns, conflicts.fetchall()
     except duckdb.CatalogException:
         raise _fail("no marts yet; run `gpucost refresh` first") from None
     finally:
         con.close()
-    if not rows:
+    if rows:
+        _print_frame(columns, rows, title="unmapped GPU names")
+    else:
         console.print("every current offer maps to a canonical GPU")
-        return
-    _print_frame(columns, rows, title="unmapped GPU names")
+    count = sum(row[conflict_columns.index("offers")] for row in conflict_rows)
+    console.print(f"spec_conflicts: {count} offers state a VRAM the seeds disagree with")
+    if conflict_rows:
+        _print_frame(conflict_columns, conflict_rows, title="spec conflicts (stated vs seed VRAM)")
 
 
 @app.command()

@@ -70,6 +70,8 @@ class OfferFilters:
     min_vram_gb: float | None = None  # per GPU
     spot: bool | None = None  # True: spot only; False: on-demand only; None: both
     max_usd_per_gpu_hour: float | None = None
+    # offers the provider marks unavailable (available = false) rank only when asked for
+    include_unavailable: bool = False
 
     def describe(self) -> str:
         """The filters as command-line options, for messages ("--gpu H100 --spot")."""
@@ -80,6 +82,7 @@ class OfferFilters:
         parts += ["--spot" if self.spot else "--on-demand"] if self.spot is not None else []
         if self.max_usd_per_gpu_hour is not None:
             parts.append(f"--max-price {self.max_usd_per_gpu_hour:g}")
+        parts += ["--include-unavailable"] if self.include_unavailable else []
         return " ".join(parts)
 
 
@@ -115,8 +118,9 @@ def _matching(
 def apply_filters(frame: pl.DataFrame, filters: OfferFilters) -> pl.DataFrame:
     """The rows of `frame` that pass `filters`.
 
-    Needs the columns a filter reads: gpu_name, provider, region, vram_gb, is_spot,
-    price_usd_per_gpu_hour. The name rules run in Python over the distinct values (a few hundred),
+    Needs the columns a filter reads: gpu_name, provider, region, vram_gb, is_spot, available,
+    price_usd_per_gpu_hour. An offer whose `available` is false (the provider says no capacity
+    now) passes only with `include_unavailable`; null (the source does not say) passes. The name rules run in Python over the distinct values (a few hundred),
     so exactly one implementation of each rule exists.
     """
     keep = pl.lit(True)
@@ -133,6 +137,8 @@ def apply_filters(frame: pl.DataFrame, filters: OfferFilters) -> pl.DataFrame:
         keep &= pl.col("is_spot") == filters.spot
     if filters.max_usd_per_gpu_hour is not None:
         keep &= pl.col("price_usd_per_gpu_hour") <= filters.max_usd_per_gpu_hour
+    if not filters.include_unavailable:
+        keep &= pl.col("available").fill_null(True)
     # a null in a filtered column (an unmapped GPU's VRAM) fails the filter rather than passing it
     return frame.filter(keep.fill_null(False))
 
@@ -292,6 +298,7 @@ select
     pricing_type = 'spot' as is_spot,
     price_source,
     price_usd_per_hour,
+    available,
     gpu_name_raw,
     gpu_memory_gb_raw,
     gpu_count as gpu_count_raw,

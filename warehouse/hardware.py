@@ -25,6 +25,23 @@ How ``HardwareCatalog.resolve`` picks a GPU (first rule that applies wins):
    VRAM further below the canonical size is a slice of one GPU (Vultr's 4 GB A100 plans):
    ``vram_gb`` is then the slice and ``gpu_count`` the fraction (rule suffix ``+vram_share``).
 
+Stated vs seed (``stated_vram``). The provider's own per-GPU figure (``gpu_memory_gb_raw``) is
+kept beside the seed's as ``vram_gb_stated``; ``vram_source`` says which one is published:
+
+* ``source``: the source states a figure that agrees with the seed (within ``STATED_AGREE``, 1 %:
+  GB vs GiB rounding of a page, Vast's 81559 MiB for 80 GB is 0.4 %), or states a slice of a card;
+* ``seed``: the source states nothing;
+* ``seed:snapped``: a MiB report short of the seed by a fraction of a GB, within
+  ``VRAM_TOLERANCE`` (AWS's 22888 MiB L4 = 22.35 GB): driver-reserved memory, not a conflict;
+* ``source:below_seed``: a conflict; the source states a whole number of GB less than the seed (a
+  page saying 270 GB for B300): the source's figure is published, never more than it says;
+* ``seed:below_source``: a conflict; the source states more than the seed (a page saying 192 GB
+  for HGX B200, whose usable memory is 180): the seed's figure is published, since the reference
+  says the source's figure is not usable memory.
+
+``spec_conflict`` is true for the two last. A whole-GB figure is how a page states memory; a
+fractional one is what a MiB count converts to, which is why only the latter snaps silently.
+
 Unknown names and instance types give ``None`` (the offer lands unmapped), never an exception.
 
 ``instance_types.csv`` vocabulary: ``intra_node_interconnect`` is one of ``NVSwitch``,
@@ -49,6 +66,10 @@ SEEDS_DIR = Path(__file__).resolve().parent / "seeds"
 # MiB figures that leave out the driver-reserved memory (L4 22888 MiB vs 24 GB = 6.9 %) and
 # Vast's 81559 MiB H100s, while 40 vs 48 GB or 80 vs 94 GB stay distinct.
 VRAM_TOLERANCE = 0.07
+
+# Relative distance within which a stated VRAM figure agrees with the seed's outright: rounding
+# (GB vs GiB of a page, 81559 MiB = 79.6 GB for an 80 GB H100 is 0.4 %), never a different part.
+STATED_AGREE = 0.01
 
 # Vendor and marketing words that some providers include and others drop; "gpu" because GCP
 # SKUs ("Nvidia L4 GPU") and Vultr plan ids ("...-h100-gpu") append it.
@@ -315,6 +336,24 @@ class HardwareCatalog:
             vram, rule = float(gpu_memory_gb_raw), rule + "+vram_share"
             count = gpu_count if gpu_count is not None else round(gpu_memory_gb_raw / spec.vram_gb, 3)
         return GpuMatch(gpu_name=name, vram_gb=vram, gpu_count=count, rule=rule)
+
+    def stated_vram(self, match: GpuMatch, stated_gb: float | None) -> tuple[float, str, bool]:
+        """(published per-GPU VRAM, vram_source, spec_conflict) of a match whose source states
+        ``stated_gb`` per GPU (None: not stated); rules in the module docstring."""
+        seed = match.vram_gb
+        if not stated_gb or stated_gb <= 0:
+            return seed, "seed", False
+        if match.rule.endswith("+vram_share") or abs(stated_gb - seed) <= seed * STATED_AGREE:
+            return seed, "source", False  # a slice's vram_gb already is the stated figure
+        if match.gpu_count is not None and 0 < match.gpu_count < 1:
+            # a fractional instance type's share is the seed's by definition of the row
+            return seed, "seed", False
+        whole = abs(stated_gb - round(stated_gb)) < 1e-6
+        if not whole and seed * (1 - VRAM_TOLERANCE) <= stated_gb < seed:
+            return seed, "seed:snapped", False
+        if stated_gb < seed:
+            return float(stated_gb), "source:below_seed", True
+        return seed, "seed:below_source", True
 
     def snap_vram(self, gpu_name: str, reported_gb: float) -> float | None:
         """The canonical VRAM if ``reported_gb`` is within tolerance of it, else None."""

@@ -38,6 +38,10 @@ final as (
         offers.gpu_name_raw,
         offers.gpu_count,
         offers.vram_gb,
+        -- the provider's own per-GPU figure, and which figure vram_gb publishes (hardware.py)
+        offers.vram_gb_stated,
+        offers.vram_source,
+        offers.spec_conflict,
         offers.vram_gb * offers.gpu_count as total_vram_gb,
         gpus.memory_type,
         gpus.memory_bandwidth_gbps,
@@ -74,6 +78,7 @@ final as (
         providers.billing_granularity,
         providers.minimum_charge_seconds,
         providers.spot_kind,
+        offers.price_covers,
         offers.vcpus,
         offers.ram_gb,
         offers.available,
