@@ -73,7 +73,10 @@ from finetune.job import (
 from finetune.placement import USABLE_VRAM_FRACTION, MemoryTable, place
 from flows.cli_prices import (
     FILTERS,
+    GPU_ONLY_MARK,
+    UNAVAILABLE_MARK,
     GpuFilterHelp,
+    IncludeUnavailableOpt,
     MaxPriceOpt,
     MinVramOpt,
     ProviderOpt,
@@ -559,6 +562,7 @@ def estimate(
     region: RegionOpt = None,
     min_vram: MinVramOpt = None,
     max_price: MaxPriceOpt = None,
+    include_unavailable: IncludeUnavailableOpt = False,
     spot_only: Annotated[
         bool, typer.Option("--spot-only", rich_help_panel=FILTERS, help="Only spot offers.")
     ] = False,
@@ -603,7 +607,9 @@ def estimate(
     )
     dataset_tokens = parse_tokens(tokens)
     fjob = FinetuneJob("adhoc", spec.model_id, job, int(dataset_tokens), epochs)
-    filters = make_filters(offer_gpu, provider, region, min_vram, True if spot_only else None, max_price)
+    filters = make_filters(
+        offer_gpu, provider, region, min_vram, True if spot_only else None, max_price, include_unavailable
+    )
     if gpu is not None:
         if filters != OfferFilters():
             raise _fail(
@@ -671,6 +677,12 @@ def estimate(
                 "without fast fabric); see marts.finetune_costs.unpriced_reason"
                 if fitting > priced.height
                 else "",
+                f"{GPU_ONLY_MARK}: the price is for the GPU alone (CPU, RAM, disk billed on top)"
+                if (ranked["price_covers"] == "gpu").any()
+                else "",
+                f"{UNAVAILABLE_MARK}: the provider marks the offer unavailable now"
+                if ranked["available"].eq(False).any()
+                else "",
                 "interrupt.: the spot interruption rate assumed (AWS Spot Advisor band per month, "
                 "or ~ a default per spot kind per hour)"
                 if ranked["is_spot"].any()
@@ -697,6 +709,8 @@ def estimate(
         price += f"{' from' if r['price_is_from'] else ''} {format_age(r['price_age_hours'])}"
         band = interruption_band(r)
         offer = f"{r['provider']} {r['instance_type']} ({r['region']})"
+        offer += f" {UNAVAILABLE_MARK}" if r["available"] is False else ""
+        offer += f" {GPU_ONLY_MARK}" if r["price_covers"] == "gpu" else ""
         offer += "" if r["on_frontier"] else " (folded)"
         if not wide:
             offer += f"\n[dim]{price}{', interrupt. ' + band if band else ''}[/]"
@@ -722,6 +736,8 @@ WIDE_TABLE = 140
 # the estimate's extra columns, from warehouse.answers.current_offers
 _DETAILS = (
     "price_statistic",
+    "price_covers",
+    "available",
     "price_is_from",
     "price_since",
     "last_seen_at",

@@ -120,7 +120,8 @@ def apply_filters(frame: pl.DataFrame, filters: OfferFilters) -> pl.DataFrame:
 
     Needs the columns a filter reads: gpu_name, provider, region, vram_gb, is_spot, available,
     price_usd_per_gpu_hour. An offer whose `available` is false (the provider says no capacity
-    now) passes only with `include_unavailable`; null (the source does not say) passes. The name rules run in Python over the distinct values (a few hundred),
+    now) passes only with `include_unavailable`; null (the source does not say) passes.
+    The name rules run in Python over the distinct values (a few hundred),
     so exactly one implementation of each rule exists.
     """
     keep = pl.lit(True)
