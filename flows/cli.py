@@ -391,6 +391,10 @@ def report(
         Path | None,
         typer.Option(help="Folder for index.html (default: site/ beside the feeds of the warehouse read)."),
     ] = None,
+    include_unavailable: Annotated[
+        bool,
+        typer.Option("--include-unavailable", help="Also rank offers the provider marks unavailable (✗)."),
+    ] = False,
 ) -> None:
     """Write the comparison page: one self-contained index.html (opens from file://, no network)."""
     from warehouse.report import ReportUnavailable, default_site_dir, write_report
@@ -399,7 +403,7 @@ def report(
     _writable_dir(folder, "--out folder")
     con = _read_only()
     try:
-        page = write_report(con, folder)
+        page = write_report(con, folder, include_unavailable=include_unavailable)
     except ReportUnavailable as exc:
         raise _fail(str(exc)) from None
     finally:

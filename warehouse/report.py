@@ -208,9 +208,11 @@ class ReportUnavailable(Exception):
     """The warehouse has no marts to build the page from yet."""
 
 
-def offers_data(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """The comparison table's rows (queries/offers.sql) and the GPU specs they refer to."""
-    return {"offers": _table(con.sql(query("offers"))), "gpus": _table(con.sql(query("gpus")))}
+def offers_data(con: duckdb.DuckDBPyConnection, *, include_unavailable: bool = False) -> dict[str, Any]:
+    """The comparison table's rows (queries/offers.sql) and the GPU specs they refer to; offers
+    marked unavailable only with `include_unavailable`."""
+    offers = con.sql(query("offers"), params={"include_unavailable": include_unavailable})
+    return {"offers": _table(offers), "gpus": _table(con.sql(query("gpus")))}
 
 
 def providers_data(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
@@ -227,7 +229,9 @@ def _sent(column: str, value: Any) -> Any:
     return significant(value) if column in ESTIMATED else value
 
 
-def fit_data(con: duckdb.DuckDBPyConnection, top: int = TOP_OFFERS) -> dict[str, Any]:
+def fit_data(
+    con: duckdb.DuckDBPyConnection, top: int = TOP_OFFERS, *, include_unavailable: bool = False
+) -> dict[str, Any]:
     """The job grid, memory breakdowns and ranked offers of the fine-tuning marts.
 
     `jobs` rows are referred to by index (`job`) from `memory` and `runs`; each distinct offer is
@@ -237,7 +241,9 @@ def fit_data(con: duckdb.DuckDBPyConnection, top: int = TOP_OFFERS) -> dict[str,
         return {"jobs": None, "memory": None, "offers": None, "runs": None, "top": top}
     jobs = _table(con.sql(query("fit_jobs")))
     job_index = {row[0]: i for i, row in enumerate(jobs["rows"])}
-    ranked = con.sql(query("fit_offers"), params={"top": top}).pl()
+    ranked = con.sql(
+        query("fit_offers"), params={"top": top, "include_unavailable": include_unavailable}
+    ).pl()
     offers: dict[tuple[Any, ...], int] = {}
     runs = []
     for record in ranked.iter_rows(named=True):
@@ -361,8 +367,11 @@ def freshness_data(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     return {"providers": providers, "last_run": last_run[0] if last_run else None}
 
 
-def report_data(con: duckdb.DuckDBPyConnection, *, now: datetime | None = None) -> dict[str, Any]:
-    """Everything the page embeds, as JSON-ready values."""
+def report_data(
+    con: duckdb.DuckDBPyConnection, *, now: datetime | None = None, include_unavailable: bool = False
+) -> dict[str, Any]:
+    """Everything the page embeds, as JSON-ready values (offers marked unavailable now only with
+    `include_unavailable`)."""
     if not _exists(con, "marts.gpu_offers"):
         raise ReportUnavailable("no marts to build the page from yet; run `gpucost refresh` first")
     sample = holds_sample_data(con)
@@ -376,8 +385,9 @@ def report_data(con: duckdb.DuckDBPyConnection, *, now: datetime | None = None) 
             "select count(distinct provider) from marts.gpu_offers"
         ).fetchall()[0][0],
         "providers": providers_data(con),
-        **offers_data(con),
-        "fit": fit_data(con),
+        "include_unavailable": include_unavailable,
+        **offers_data(con, include_unavailable=include_unavailable),
+        "fit": fit_data(con, include_unavailable=include_unavailable),
         "history": history_data(con),
         "freshness": freshness_data(con),
     }
@@ -445,10 +455,16 @@ def default_site_dir(settings: Settings | None = None) -> Path:
     return settings.feeds_dir / SITE_DIR_NAME
 
 
-def write_report(con: duckdb.DuckDBPyConnection, out_dir: Path, *, now: datetime | None = None) -> Path:
+def write_report(
+    con: duckdb.DuckDBPyConnection,
+    out_dir: Path,
+    *,
+    now: datetime | None = None,
+    include_unavailable: bool = False,
+) -> Path:
     """Write the page to `out_dir/index.html`: written aside, then renamed into place, so a reader
     never sees half a page. Returns the page's path."""
-    html = render_html(report_data(con, now=now))
+    html = render_html(report_data(con, now=now, include_unavailable=include_unavailable))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / PAGE_NAME

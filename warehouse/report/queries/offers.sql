@@ -1,12 +1,14 @@
 -- The comparison table's rows, before the page groups them: the offer with the cheapest $/GPU-hour
 -- of each GPU x provider x pricing type x region and of each value of what the page filters on
 -- (VRAM per GPU, interconnect in and between nodes), so a filter never hides a cheaper offer
--- that passes it behind one that does not.
+-- that passes it behind one that does not. An offer its provider marks unavailable now
+-- (available = false) is left out unless $include_unavailable (`gpucost report --include-unavailable`).
 with
 
 offers as (
     select * from marts.gpu_offers
     where price_usd_per_gpu_hour is not null
+        and (coalesce(available, true) or $include_unavailable)
 ),
 
 ranked as (
@@ -44,6 +46,8 @@ final as (
         currency,
         price_is_from,
         price_statistic,
+        price_covers,
+        available,
         gpu_count,
         vram_gb,
         total_vram_gb,
