@@ -294,7 +294,18 @@ def test_gpu_offers_v3_is_v2_plus_what_the_source_states(published):
     # adding mart columns (issue 18 item 3) made a v3 beside v2; v2's file stays as it was
     v2_feed = next(f for f in V2 if f.name == "gpu_offers")
     assert [(f.name, f.columns) for f in V3] == [
-        ("gpu_offers", (*v2_feed.columns, "price_covers", "vram_gb_stated", "vram_source", "spec_conflict"))
+        (
+            "gpu_offers",
+            (
+                *v2_feed.columns,
+                "price_covers",
+                "vram_gb_stated",
+                "vram_source",
+                "spec_conflict",
+                "gpu_variant",
+                "variant_source",
+            ),
+        )
     ]
     v2 = pl.read_parquet(published / "gpu_offers.v2.parquet")
     v3 = pl.read_parquet(published / "gpu_offers.v3.parquet").sort("instance_type")
@@ -306,6 +317,13 @@ def test_gpu_offers_v3_is_v2_plus_what_the_source_states(published):
     # no source here states VRAM: every figure is the seed's, none in conflict
     assert set(v3["vram_source"]) == {"seed"} and not v3["spec_conflict"].any()
     assert v3["vram_gb_stated"].is_null().all()
+    # p5 resolves by instance type (AWS's docs say SXM); the L4 and RTX 4090 ship in one form factor
+    assert (
+        rows["p5.48xlarge"]["variant_source"] == "instance_type"
+        and rows["p5.48xlarge"]["gpu_variant"] == "SXM"
+    )
+    assert rows["g6.xlarge"]["variant_source"] == "only_variant"
+    assert rows["1x NVIDIA GeForce RTX 4090 (secure)"]["variant_source"] == "only_variant"
 
 
 def test_price_age_is_hours_from_last_seen_to_generated_at(published):

@@ -611,3 +611,36 @@ def test_gpu_specs_corrections_of_2026_12_are_in_the_seeds(hw: HardwareCatalog) 
         ("aws", "p6-b200.48xlarge"): 3200, ("azure", "Standard_ND96isr_H200_v5"): 3200,
         ("gcp", "a3-highgpu-8g"): 800, ("gcp", "a3-megagpu-8g"): 1600,
     }  # fmt: skip
+
+
+# --- variants the source does not state ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("provider", "instance_type", "raw", "gb", "gpu", "source"),
+    [
+        # RunPod's id is the nvidia-smi name; its displayName, the instance type, says SXM
+        ("runpod", "1x H100 SXM", "NVIDIA H100 80GB HBM3", 80, "H100-SXM", "name"),
+        # Nebius' bare "H100": 80 GB only confirms the default, it does not say SXM
+        ("nebius", "1x H100", "H100", 80, "H100-SXM", "seed_default"),
+        ("azure", "x", "H100", 94, "H100-NVL", "vram"),  # 94 GB is the NVL, whatever the name
+        ("hyperstack", "x", "H100", 80, "H100-PCIe", "provider_doc"),  # Hyperstack's flavor docs
+        ("aws", "p5.48xlarge", None, None, "H100-SXM", "instance_type"),
+        ("runpod", "1x RTX 4090", "RTX 4090", 24, "RTX4090", "only_variant"),
+        # Paperspace's page does not state the form factor: the seeds' default, not a statement
+        ("paperspace", "A100-80G", "A100-80G", 80, "A100-80GB-SXM", "seed_default"),
+        # an instance type row listed in variants_unstated.csv: JarvisLabs names 'A100-80GB' only
+        ("jarvislabs", "2x A100-80GB india-noida-01", "A100-80GB", 80, "A100-80GB-SXM", "seed_default"),
+    ],
+)
+def test_variant_source_says_how_the_form_factor_was_known(
+    hw: HardwareCatalog,
+    provider: str,
+    instance_type: str,
+    raw: str | None,
+    gb: float | None,
+    gpu: str,
+    source: str,
+) -> None:
+    match = hw.resolve(provider, instance_type, raw, gb, 1)
+    assert match is not None and (match.gpu_name, match.variant_source) == (gpu, source)

@@ -309,6 +309,13 @@ _COLUMNS: tuple[Column, ...] = (
         "True when the provider's stated VRAM and the hardware seed's disagree beyond rounding.",
     ),
     _c(
+        "variant_source",
+        "VARCHAR",
+        "",
+        "How the GPU's form factor was known: name, vram, instance_type, provider_doc, only_variant, or "
+        "seed_default (the source does not say; gpu_variant is then null).",
+    ),
+    _c(
         "price_covers",
         "VARCHAR",
         "",

@@ -13,8 +13,8 @@ then renamed into place, so a reader never sees half a file.
   replay cassette and millions on a live warehouse; its CSV would be 31.5 MB against 2.0 MB of
   zstd Parquet on the cassette (15.7×, benchmarks/feeds.py) and would lose the types.
 * v3 (`gpu_offers.v3`, beside v2): v2's columns plus `price_covers`, `vram_gb_stated`,
-  `vram_source` and `spec_conflict`. Rows are every current offer, as in v2: an unavailable one
-  stays, its `available` false (feeds are data, not rankings).
+  `vram_source`, `spec_conflict`, `gpu_variant` and `variant_source`. Rows are every current offer,
+  as in v2: an unavailable one stays, its `available` false (feeds are data, not rankings).
 * `manifest.json` (every file of the publication: rows, bytes, sha256; run id, generated_at, live or
   replay) is written last, also by rename: once it names a run, every file it lists is in place.
 
@@ -148,6 +148,8 @@ _GPU_OFFERS_V3: tuple[str, ...] = (
     "vram_gb_stated",
     "vram_source",
     "spec_conflict",
+    "gpu_variant",
+    "variant_source",
 )
 
 FEEDS: tuple[Feed, ...] = (

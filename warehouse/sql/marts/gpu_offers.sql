@@ -34,7 +34,9 @@ final as (
         offers.price_statistic,
         offers.gpu_name,
         gpus.model as gpu_model,
-        gpus.form_factor as gpu_variant,
+        -- null when the source does not state the variant and no provider doc does (hardware.py)
+        case when offers.variant_source <> 'seed_default' then gpus.form_factor end as gpu_variant,
+        offers.variant_source,
         offers.gpu_name_raw,
         offers.gpu_count,
         offers.vram_gb,

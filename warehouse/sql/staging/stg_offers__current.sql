@@ -52,6 +52,7 @@ final as (
         hardware.vram_gb_stated,
         hardware.vram_source,
         hardware.spec_conflict,
+        hardware.variant_source,
         hardware.instance_type_pattern,
         hardware.intra_node_interconnect,
         hardware.intra_node_gbps,
