@@ -42,6 +42,14 @@ def unmapped(con: duckdb.DuckDBPyConnection) -> Rows:
         raise AnswerError("no marts yet; run `gpucost refresh` first") from None
 
 
+def spec_conflicts(con: duckdb.DuckDBPyConnection) -> Rows:
+    """Current offers whose stated VRAM disagrees with the seed's (marts.spec_conflicts)."""
+    try:
+        return _rows(con, "select * from marts.spec_conflicts")
+    except duckdb.CatalogException:
+        raise AnswerError("no marts yet; run `gpucost refresh` first") from None
+
+
 def cheapest_per_gpu(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """The cheapest current offer per GPU (25 at most, largest VRAM first), as records."""
     columns, rows = _rows(con, (SQL_DIR / "cheapest_per_gpu.sql").read_text(encoding="utf-8"))

@@ -57,6 +57,8 @@ __all__ = [
 # the ranking's extra columns, from answers.prices.current_offers
 DETAIL_COLUMNS = (
     "price_statistic",
+    "price_covers",
+    "available",
     "price_is_from",
     "price_since",
     "last_seen_at",

@@ -70,6 +70,8 @@ class OfferFilters:
     max_usd_per_gpu_hour: float | None = None
     # offers of a provider failing for longer than GPUCOST_STALE_AFTER_HOURS (warehouse/lifecycle.py)
     include_stale: bool = False
+    # offers the provider marks unavailable (available = false) rank only when asked for
+    include_unavailable: bool = False
 
     def describe(self) -> str:
         """The filters as command-line options, for messages ("--gpu H100 --spot")."""
@@ -81,6 +83,7 @@ class OfferFilters:
         if self.max_usd_per_gpu_hour is not None:
             parts.append(f"--max-price {self.max_usd_per_gpu_hour:g}")
         parts += ["--include-stale"] if self.include_stale else []
+        parts += ["--include-unavailable"] if self.include_unavailable else []
         return " ".join(parts)
 
 
@@ -116,9 +119,11 @@ def _matching(
 def apply_filters(frame: pl.DataFrame, filters: OfferFilters) -> pl.DataFrame:
     """The rows of `frame` that pass `filters`.
 
-    Needs the columns a filter reads: gpu_name, provider, region, vram_gb, is_spot,
-    price_usd_per_gpu_hour (and is_stale for current offers). The name rules run in Python over
-    the distinct values (a few hundred), so exactly one implementation of each rule exists.
+    Needs the columns a filter reads: gpu_name, provider, region, vram_gb, is_spot, available,
+    price_usd_per_gpu_hour (and is_stale for current offers). An offer whose `available` is false
+    (the provider says no capacity now) passes only with `include_unavailable`; null (the source
+    does not say) passes. The name rules run in Python over the distinct values (a few hundred),
+    so exactly one implementation of each rule exists.
     """
     keep = pl.lit(True)
     if filters.gpus:
@@ -138,6 +143,8 @@ def apply_filters(frame: pl.DataFrame, filters: OfferFilters) -> pl.DataFrame:
     # price history has no such column: a past interval is not stale, only old
     if not filters.include_stale and "is_stale" in frame.columns:
         keep &= ~pl.col("is_stale")
+    if not filters.include_unavailable:
+        keep &= pl.col("available").fill_null(True)
     # a null in a filtered column (an unmapped GPU's VRAM) fails the filter rather than passing it
     return frame.filter(keep.fill_null(False))
 
@@ -298,6 +305,7 @@ select
     pricing_type = 'spot' as is_spot,
     price_source,
     price_usd_per_hour,
+    available,
     gpu_name_raw,
     gpu_memory_gb_raw,
     gpu_count as gpu_count_raw,

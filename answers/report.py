@@ -209,10 +209,15 @@ class ReportUnavailable(Exception):
     """The warehouse has no marts to build the page from yet."""
 
 
-def offers_data(con: duckdb.DuckDBPyConnection, *, include_stale: bool = False) -> dict[str, Any]:
+def offers_data(
+    con: duckdb.DuckDBPyConnection, *, include_stale: bool = False, include_unavailable: bool = False
+) -> dict[str, Any]:
     """The comparison table's rows (queries/offers.sql; a stale provider's only with
-    `include_stale`) and the GPU specs they refer to."""
-    offers = con.sql(query("offers"), params={"include_stale": include_stale})
+    `include_stale`, offers marked unavailable only with `include_unavailable`) and the GPU specs
+    they refer to."""
+    offers = con.sql(
+        query("offers"), params={"include_stale": include_stale, "include_unavailable": include_unavailable}
+    )
     return {"offers": _table(offers), "gpus": _table(con.sql(query("gpus")))}
 
 
@@ -230,7 +235,9 @@ def _sent(column: str, value: Any) -> Any:
     return significant(value) if column in ESTIMATED else value
 
 
-def fit_data(con: duckdb.DuckDBPyConnection, top: int = TOP_OFFERS) -> dict[str, Any]:
+def fit_data(
+    con: duckdb.DuckDBPyConnection, top: int = TOP_OFFERS, *, include_unavailable: bool = False
+) -> dict[str, Any]:
     """The job grid, memory breakdowns and ranked offers of the fine-tuning marts.
 
     `jobs` rows are referred to by index (`job`) from `memory` and `runs`; each distinct offer is
@@ -240,7 +247,9 @@ def fit_data(con: duckdb.DuckDBPyConnection, top: int = TOP_OFFERS) -> dict[str,
         return {"jobs": None, "memory": None, "offers": None, "runs": None, "top": top}
     jobs = _table(con.sql(query("fit_jobs")))
     job_index = {row[0]: i for i, row in enumerate(jobs["rows"])}
-    ranked = con.sql(query("fit_offers"), params={"top": top}).pl()
+    ranked = con.sql(
+        query("fit_offers"), params={"top": top, "include_unavailable": include_unavailable}
+    ).pl()
     offers: dict[tuple[Any, ...], int] = {}
     runs = []
     for record in ranked.iter_rows(named=True):
@@ -347,9 +356,14 @@ def history_data(
 
 
 def report_data(
-    con: duckdb.DuckDBPyConnection, *, now: datetime | None = None, include_stale: bool = False
+    con: duckdb.DuckDBPyConnection,
+    *,
+    now: datetime | None = None,
+    include_stale: bool = False,
+    include_unavailable: bool = False,
 ) -> dict[str, Any]:
-    """Everything the page embeds, as JSON-ready values."""
+    """Everything the page embeds, as JSON-ready values (offers marked unavailable now only with
+    `include_unavailable`)."""
     if not _exists(con, "marts.gpu_offers"):
         raise ReportUnavailable("no marts to build the page from yet; run `gpucost refresh` first")
     sample = holds_sample_data(con)
@@ -363,8 +377,9 @@ def report_data(
             "select count(distinct provider) from marts.gpu_offers"
         ).fetchall()[0][0],
         "providers": providers_data(con),
-        **offers_data(con, include_stale=include_stale),
-        "fit": fit_data(con),
+        "include_unavailable": include_unavailable,
+        **offers_data(con, include_stale=include_stale, include_unavailable=include_unavailable),
+        "fit": fit_data(con, include_unavailable=include_unavailable),
         "history": history_data(con),
         "freshness": freshness(con),
     }
@@ -433,12 +448,19 @@ def default_site_dir(settings: Settings | None = None) -> Path:
 
 
 def write_report(
-    con: duckdb.DuckDBPyConnection, out_dir: Path, *, now: datetime | None = None, include_stale: bool = False
+    con: duckdb.DuckDBPyConnection,
+    out_dir: Path,
+    *,
+    now: datetime | None = None,
+    include_stale: bool = False,
+    include_unavailable: bool = False,
 ) -> Path:
     """Write the page to `out_dir/index.html`: written aside, then renamed into place, so a reader
     never sees half a page. Returns the page's path. A stale provider's offers are left out of the
     comparison unless `include_stale`."""
-    html = render_html(report_data(con, now=now, include_stale=include_stale))
+    html = render_html(
+        report_data(con, now=now, include_stale=include_stale, include_unavailable=include_unavailable)
+    )
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / PAGE_NAME

@@ -569,6 +569,10 @@ def report(
             "comparison.",
         ),
     ] = False,
+    include_unavailable: Annotated[
+        bool,
+        typer.Option("--include-unavailable", help="Also rank offers the provider marks unavailable (✗)."),
+    ] = False,
 ) -> None:
     """Write the comparison page: one self-contained index.html (opens from file://, no network)."""
     from answers.report import ReportUnavailable, default_site_dir, write_report
@@ -577,7 +581,7 @@ def report(
     _writable_dir(folder, "--out folder")
     con = _read_only()
     try:
-        page = write_report(con, folder, include_stale=include_stale)
+        page = write_report(con, folder, include_stale=include_stale, include_unavailable=include_unavailable)
     except ReportUnavailable as exc:
         raise _fail(str(exc)) from None
     finally:
@@ -641,18 +645,24 @@ def gpus() -> None:
 
 @app.command()
 def unmapped() -> None:
-    """Current offers whose GPU the seeds cannot name (fix: add an alias or instance type row)."""
+    """Current offers whose GPU the seeds cannot name (fix: add an alias or instance type row),
+    and spec conflicts: offers whose stated VRAM disagrees with the seed's (check the source)."""
     con = _read_only()
     try:
         columns, rows = catalog.unmapped(con)
+        conflict_columns, conflict_rows = catalog.spec_conflicts(con)
     except AnswerError as exc:
         raise _fail(str(exc)) from None
     finally:
         con.close()
-    if not rows:
+    if rows:
+        _print_frame(columns, rows, title="unmapped GPU names")
+    else:
         console.print("every current offer maps to a canonical GPU")
-        return
-    _print_frame(columns, rows, title="unmapped GPU names")
+    count = sum(row[conflict_columns.index("offers")] for row in conflict_rows)
+    console.print(f"spec_conflicts: {count} offers state a VRAM the seeds disagree with")
+    if conflict_rows:
+        _print_frame(conflict_columns, conflict_rows, title="spec conflicts (stated vs seed VRAM)")
 
 
 @app.command()

@@ -58,8 +58,11 @@ from finetune.job import PaddedShape
 from finetune.offer import Interconnect
 from flows.cli_prices import (
     FILTERS,
+    GPU_ONLY_MARK,
+    UNAVAILABLE_MARK,
     GpuFilterHelp,
     IncludeStaleOpt,
+    IncludeUnavailableOpt,
     MaxPriceOpt,
     MinVramOpt,
     ProviderOpt,
@@ -251,6 +254,7 @@ def estimate(
     region: RegionOpt = None,
     min_vram: MinVramOpt = None,
     max_price: MaxPriceOpt = None,
+    include_unavailable: IncludeUnavailableOpt = False,
     spot_only: Annotated[
         bool, typer.Option("--spot-only", rich_help_panel=FILTERS, help="Only spot offers.")
     ] = False,
@@ -274,7 +278,14 @@ def estimate(
     )
     fjob = FinetuneJob("adhoc", spec.model_id, model_job, int(parse_tokens(tokens)), epochs)
     filters = make_filters(
-        offer_gpu, provider, region, min_vram, True if spot_only else None, max_price, include_stale
+        offer_gpu,
+        provider,
+        region,
+        min_vram,
+        True if spot_only else None,
+        max_price,
+        include_stale,
+        include_unavailable,
     )
     if gpu is None:
         _rank(
@@ -397,6 +408,12 @@ def _ranking_table(
                 "or multi-node without fast fabric); see marts.finetune_costs.unpriced_reason"
                 if ranking.fitting > priced.height
                 else "",
+                f"{GPU_ONLY_MARK}: the price is for the GPU alone (CPU, RAM, disk billed on top)"
+                if (ranked["price_covers"] == "gpu").any()
+                else "",
+                f"{UNAVAILABLE_MARK}: the provider marks the offer unavailable now"
+                if ranked["available"].eq(False).any()
+                else "",
                 "interrupt.: the spot interruption rate assumed (AWS Spot Advisor band per month, "
                 "or ~ a default per spot kind per hour)"
                 if ranked["is_spot"].any()
@@ -424,6 +441,8 @@ def _ranking_table(
         price += f"{' from' if r['price_is_from'] else ''} {format_age(r['price_age_hours'])}"
         band = interruption_band(r)
         offer = f"{r['provider']} {r['instance_type']} ({r['region']})"
+        offer += f" {UNAVAILABLE_MARK}" if r["available"] is False else ""
+        offer += f" {GPU_ONLY_MARK}" if r["price_covers"] == "gpu" else ""
         offer += "" if r["on_frontier"] else " (folded)"
         if not wide:
             offer += f"\n[dim]{price}{', interrupt. ' + band if band else ''}[/]"

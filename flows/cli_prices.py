@@ -79,6 +79,14 @@ IncludeStaleOpt = Annotated[
         "(default 48; `gpucost status` says which and why).",
     ),
 ]
+IncludeUnavailableOpt = Annotated[
+    bool,
+    typer.Option(
+        "--include-unavailable",
+        rich_help_panel=FILTERS,
+        help="Also rank offers the provider marks unavailable now (marked ✗).",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV rows instead of a table.")]
 
@@ -100,6 +108,7 @@ def make_filters(
     spot: bool | None = None,
     max_price: float | None = None,
     include_stale: bool = False,
+    include_unavailable: bool = False,
 ) -> OfferFilters:
     """The options as `OfferFilters` (comma-separated lists split)."""
     return OfferFilters(
@@ -110,6 +119,7 @@ def make_filters(
         spot=spot,
         max_usd_per_gpu_hour=max_price,
         include_stale=include_stale,
+        include_unavailable=include_unavailable,
     )
 
 
@@ -150,6 +160,16 @@ def fetched_line(frame: pl.DataFrame, banner: str | None, now: datetime) -> str:
         when = f"between {oldest:%Y-%m-%d %H:%M} and {newest:%Y-%m-%d %H:%M} UTC"
     age = format_age((now - newest).total_seconds() / 3600)
     return f"{kind} fetched {when} ({age} ago)" if age != "now" else f"{kind} fetched {when} (just now)"
+
+
+# the marker after a price that pays for the GPU alone (CPU, RAM and disk are billed on top)
+GPU_ONLY_MARK = "†"
+UNAVAILABLE_MARK = "✗"
+
+
+def covers_mark(price_covers: str | None) -> str:
+    """ "†" for a GPU-only price (price_covers 'gpu'), else nothing: the other bases include a host."""
+    return GPU_ONLY_MARK if price_covers == "gpu" else ""
 
 
 def price_text(value: float | None, is_from: bool) -> str:
@@ -212,6 +232,11 @@ PRICE_COLUMNS = (
     "intra_node_interconnect",
     "price_source",
     "price_statistic",
+    "price_covers",
+    "available",
+    "vram_gb_stated",
+    "vram_source",
+    "spec_conflict",
     "instance_type",
     "region",
     "zone",
@@ -235,6 +260,7 @@ def prices(
     spot: SpotOpt = None,
     max_price: MaxPriceOpt = None,
     include_stale: IncludeStaleOpt = False,
+    include_unavailable: IncludeUnavailableOpt = False,
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
 ) -> None:
@@ -242,11 +268,14 @@ def prices(
 
     Each row: the offer with the lowest $/GPU-hour, its instance price, GPUs, source and age.
 
-    "≥" marks a page's "from" price (a lower bound); "market p10" is a marketplace's statistic.
+    "≥" marks a page's "from" price (a lower bound); "market p10" is a marketplace's statistic;
+    "†" a price for the GPU alone (CPU, RAM, disk extra); "✗" an offer marked unavailable.
     """
     if as_json and as_csv:
         raise _fail("--json and --csv are exclusive", code=2)
-    filters = make_filters(gpu, provider, region, min_vram, spot, max_price, include_stale)
+    filters = make_filters(
+        gpu, provider, region, min_vram, spot, max_price, include_stale, include_unavailable
+    )
     now = datetime.now(UTC)
     con, banner = open_answers()
     try:
@@ -280,7 +309,9 @@ def _prices_table(rows: pl.DataFrame) -> Table:
         title="cheapest offer per GPU and provider, USD",
         caption='≥: a "from" (lower-bound) page price; p10, w.avg: the marketplace statistic; '
         "+N: N more offers of that GPU, provider and kind; stale: its provider has been failing "
-        "(gpucost status)",
+        "(gpucost status); "
+        f"{GPU_ONLY_MARK}: the price is for the GPU alone (CPU, RAM, disk billed on top); "
+        f"{UNAVAILABLE_MARK}: the provider marks it unavailable now",
     )
     table.add_column("GPU", no_wrap=True)
     table.add_column("provider", no_wrap=True)
@@ -299,10 +330,10 @@ def _prices_table(rows: pl.DataFrame) -> Table:
         vram = f"\n{r['vram_gb']:g} GB" if r["vram_gb"] is not None else ""
         table.add_row(
             f"{r['gpu_name']}{vram}" if first else "",
-            r["provider"],
+            r["provider"] + (f" {UNAVAILABLE_MARK}" if r["available"] is False else ""),
             "spot" if r["is_spot"] else "",
-            price_text(r["price_usd_per_gpu_hour"], r["price_is_from"]),
-            price_text(r["price_usd_per_hour"], r["price_is_from"]),
+            price_text(r["price_usd_per_gpu_hour"], r["price_is_from"]) + covers_mark(r["price_covers"]),
+            price_text(r["price_usd_per_hour"], r["price_is_from"]) + covers_mark(r["price_covers"]),
             gpus_text(r["gpu_count"], r["intra_node_interconnect"]),
             source_text(r["price_source"], r["price_statistic"]),
             format_age(r["price_age_hours"]) + (" stale" if r["is_stale"] else ""),

@@ -182,8 +182,26 @@ def test_filters_combine(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def test_a_null_in_a_filtered_column_fails_the_filter() -> None:
-    frame = pl.DataFrame({"gpu_name": ["H100-SXM", None], "vram_gb": [80.0, None]})
+    frame = pl.DataFrame({"gpu_name": ["H100-SXM", None], "vram_gb": [80.0, None], "available": [None, None]})
     assert answers.apply_filters(frame, OfferFilters(min_vram_gb=10)).height == 1
+
+
+def test_unavailable_offers_rank_only_when_asked_for(tmp_path: Path) -> None:
+    # RunPod marks a GPU type without stock `available = false`; it must not be the cheapest
+    con = open_warehouse(tmp_path / "warehouse.duckdb")
+    offers = [
+        _runpod("1x H100 SXM", "NVIDIA H100 80GB HBM3", 1, 1.99, available=False),
+        _runpod("1x H100 PCIe", "H100 PCIe", 1, 2.39, available=True),
+        _runpod("1x RTX 4090", "RTX 4090", 1, 0.69),  # the source does not say: it ranks
+    ]
+    load_offers(con, "r1", "runpod", offers, now=T0)
+    build_marts(con)
+    shown = answers.prices(con, OfferFilters(), T0 + DAY)
+    assert sorted(shown["instance_type"]) == ["1x H100 PCIe", "1x RTX 4090"]
+    everything = answers.prices(con, OfferFilters(include_unavailable=True), T0 + DAY)
+    marked = dict(zip(everything["instance_type"], everything["available"], strict=True))
+    assert marked == {"1x H100 SXM": False, "1x H100 PCIe": True, "1x RTX 4090": None}
+    con.close()
 
 
 def test_price_age_counts_from_last_seen(con: duckdb.DuckDBPyConnection) -> None:
@@ -213,6 +231,7 @@ def test_describe_gives_the_options_back() -> None:
         == "--gpu H100 --provider aws,gcp --region us-* --min-vram 80 --spot --max-price 3.5"
     )
     assert OfferFilters(spot=False).describe() == "--on-demand"
+    assert OfferFilters(include_unavailable=True).describe() == "--include-unavailable"
 
 
 # --- the cheapest offer per provider -----------------------------------------------------------

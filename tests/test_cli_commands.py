@@ -51,8 +51,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "data"
 
 
-def live_warehouse(home: Path, *, unmapped: bool = False, marts: bool = True) -> Path:
-    """A live warehouse with one AWS H100 offer (and, if asked, one GPU no seed can name)."""
+def live_warehouse(home: Path, *, unmapped: bool = False, marts: bool = True, conflict: bool = False) -> Path:
+    """A live warehouse with one AWS H100 offer (and, if asked, one GPU no seed can name, or a
+    page stating 288 GB for a B300 whose seed says 270)."""
     path = home / "warehouse.duckdb"
     con = open_warehouse(path)
     try:
@@ -63,6 +64,12 @@ def live_warehouse(home: Path, *, unmapped: bool = False, marts: bool = True) ->
                 gpu_count=1, gpu_memory_gb_raw=48,
             )  # fmt: skip
             load_offers(con, "r1", "runpod", [mystery], now=NOW)
+        if conflict:
+            b300 = make_offer(
+                "8x NVIDIA B300", 59.2, "hyperstack", region="global", gpu_name_raw="NVIDIA B300",
+                gpu_count=8, gpu_memory_gb_raw=288,
+            )  # fmt: skip
+            load_offers(con, "r1", "hyperstack", [b300], now=NOW)
         if marts:
             build_marts(con)
         con.execute(
@@ -321,7 +328,24 @@ def test_unmapped_lists_the_gpu_names_no_seed_can_name(home: Path):
 def test_unmapped_says_so_when_every_offer_maps(home: Path):
     live_warehouse(home)
     result = runner.invoke(app, ["unmapped"])
-    assert result.exit_code == 0 and result.stdout.strip() == "every current offer maps to a canonical GPU"
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == [
+        "every current offer maps to a canonical GPU",
+        "spec_conflicts: 0 offers state a VRAM the seeds disagree with",
+    ]
+
+
+def test_unmapped_lists_spec_conflicts(home: Path):
+    # the stated 288 GB is kept beside the seed's 270 and flagged, not silently replaced
+    live_warehouse(home, conflict=True)
+    result = runner.invoke(app, ["unmapped"])
+    assert result.exit_code == 0, result.output
+    assert "spec_conflicts: 1 offers state a VRAM the seeds disagree with" in result.stdout
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in result.stdout.splitlines()]
+    rows = [row for row in rows if row]
+    assert rows == [
+        ["hyperstack", "B300", "NVIDIA B300", "288", "270", "270", "seed:below_source", "1", rows[0][8]]
+    ]
 
 
 def test_unmapped_before_any_refresh_is_one_line(home: Path):

@@ -305,3 +305,51 @@ def test_sparkline_scales_each_series_to_its_own_range() -> None:
     assert sparkline([1.0, 2.0, 3.0]) == "▁▅█"
     assert sparkline([None, 2.0, 2.0]) == "·▄▄"  # no offer, then a flat price
     assert sparkline([None, None]) == "··"
+
+
+# --- available and price_covers (issue 18 item 3) ---------------------------------------------
+
+
+@pytest.fixture
+def stock_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """RunPod's H100 SXM out of stock (available false) under its PCIe, and Daytona's GPU-only
+    H100 rate (providers.csv: price_covers 'gpu')."""
+    from tests.factories import make_offer
+    from tests.test_answers import _runpod
+
+    monkeypatch.setenv("GPUCOST_HOME", str(tmp_path))
+    con = open_warehouse(tmp_path / "warehouse.duckdb")
+    runpod = [
+        _runpod("1x H100 SXM", "NVIDIA H100 80GB HBM3", 1, 1.99, available=False),
+        _runpod("1x H100 PCIe", "H100 PCIe", 1, 2.39, available=True),
+    ]
+    load_offers(con, "r1", "runpod", runpod, now=T0)
+    daytona = make_offer("1x H100", 3.95, "daytona", region="global", gpu_name_raw="H100", gpu_count=1)
+    load_offers(con, "r1", "daytona", [daytona], now=T0)
+    from warehouse.marts import build_marts
+
+    build_marts(con)
+    con.execute(RUN, [T0, "live"])
+    con.close()
+    return tmp_path
+
+
+def test_prices_leave_out_unavailable_offers_unless_asked(stock_home: Path) -> None:
+    rows = {(r["provider"], r["gpu_name"]): r for r in _json("prices")}
+    assert ("runpod", "H100-SXM") not in rows and rows[("runpod", "H100-PCIe")]["available"] is True
+    assert rows[("daytona", "H100-SXM")]["price_covers"] == "gpu"
+    assert rows[("runpod", "H100-PCIe")]["price_covers"] is None  # runpod's basis is not stated yet
+    every = {(r["provider"], r["gpu_name"]): r for r in _json("prices", "--include-unavailable")}
+    assert every[("runpod", "H100-SXM")]["available"] is False
+    table = runner.invoke(app, ["prices", "--include-unavailable"]).stdout
+    assert "runpod ✗" in table and "3.95†" in table  # marked, with the legend in the caption
+    assert "the price is for the GPU alone" in " ".join(table.split())
+
+
+def test_estimate_leaves_out_unavailable_offers_unless_asked(stock_home: Path) -> None:
+    shown = {(r["provider"], r["instance_type"]) for r in _json(*ESTIMATE, "--all")}
+    assert ("runpod", "1x H100 SXM") not in shown and ("runpod", "1x H100 PCIe") in shown
+    every = _json(*ESTIMATE, "--all", "--include-unavailable")
+    marked = {r["instance_type"]: r["available"] for r in every if r["provider"] == "runpod"}
+    assert marked == {"1x H100 SXM": False, "1x H100 PCIe": True}
+    assert "✗" in runner.invoke(app, [*ESTIMATE, "--include-unavailable"]).stdout

@@ -37,6 +37,7 @@ T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
 RUN = "20261129T120000Z-feeds"
 V1 = [f for f in FEEDS if f.version == 1]
 V2 = [f for f in FEEDS if f.version == 2]
+V3 = [f for f in FEEDS if f.version == 3]
 
 
 def _fill(con: duckdb.DuckDBPyConnection, mode: str = "live", *, finetune: bool = True) -> None:
@@ -154,7 +155,7 @@ def test_every_feed_column_has_the_type_the_dictionary_says(warehouse):
 
 
 def test_v2_names_carry_their_units():
-    for feed in V2:
+    for feed in V2 + V3:
         for name in feed.columns:
             entry = COLUMNS[name]
             assert not name.endswith("_gbps"), f"{name}: say _gbytes_per_s or _gbits_per_s"
@@ -280,6 +281,42 @@ def test_v2_renames_the_ambiguous_columns_and_keeps_their_values(published):
     # the H100 seeds: NVLink 4 at 900 GB/s per GPU inside the node, EFA at 3200 Gb/s between nodes
     assert (p5["intra_node_gbytes_per_s"], p5["inter_node_gbits_per_s"]) == (900.0, 3200.0)
     assert p5["price_usd_per_gpu_hour"] == pytest.approx(55.04 / 8)
+
+
+def test_gpu_offers_v3_is_v2_plus_what_the_source_states(published):
+    # adding mart columns (issue 18 item 3) made a v3 beside v2; v2's file stays as it was
+    v2_feed = next(f for f in V2 if f.name == "gpu_offers")
+    assert [(f.name, f.columns) for f in V3] == [
+        (
+            "gpu_offers",
+            (
+                *v2_feed.columns,
+                "price_covers",
+                "vram_gb_stated",
+                "vram_source",
+                "spec_conflict",
+                "gpu_variant",
+                "variant_source",
+            ),
+        )
+    ]
+    v2 = pl.read_parquet(published / "gpu_offers.v2.parquet")
+    v3 = pl.read_parquet(published / "gpu_offers.v3.parquet").sort("instance_type")
+    assert v2.columns == list(v2_feed.columns) and (published / "gpu_offers.v3.csv").exists()
+    rows = {r["instance_type"]: r for r in v3.iter_rows(named=True)}
+    # providers.csv: an AWS instance-hour covers the instance; RunPod's basis is not stated
+    assert rows["p5.48xlarge"]["price_covers"] == "gpu_cpu_ram"
+    assert rows["1x NVIDIA GeForce RTX 4090 (secure)"]["price_covers"] is None
+    # no source here states VRAM: every figure is the seed's, none in conflict
+    assert set(v3["vram_source"]) == {"seed"} and not v3["spec_conflict"].any()
+    assert v3["vram_gb_stated"].is_null().all()
+    # p5 resolves by instance type (AWS's docs say SXM); the L4 and RTX 4090 ship in one form factor
+    assert (
+        rows["p5.48xlarge"]["variant_source"] == "instance_type"
+        and rows["p5.48xlarge"]["gpu_variant"] == "SXM"
+    )
+    assert rows["g6.xlarge"]["variant_source"] == "only_variant"
+    assert rows["1x NVIDIA GeForce RTX 4090 (secure)"]["variant_source"] == "only_variant"
 
 
 def test_price_age_is_hours_from_last_seen_to_generated_at(published):

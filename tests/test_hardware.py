@@ -549,3 +549,98 @@ def test_skypilot_instance_types_agree_with_ours(
     assert not problems, f"{provider}: " + "; ".join(problems)
     if provider in ("azure", "lambdalabs", "nebius", "fluidstack"):
         assert compared > 0, f"{provider}: no instance type in both catalogs"
+
+
+# --- stated vs seed VRAM (issue 18 item 3) ------------------------------------------------------
+
+
+def _stated(hw: HardwareCatalog, provider: str, instance_type: str, raw: str | None, gb: float | None):
+    match = hw.resolve(provider, instance_type, raw, gb, 8)
+    assert match is not None
+    return hw.stated_vram(match, gb)
+
+
+def test_a_page_stating_more_than_the_seed_is_a_conflict_published_at_the_seed(hw: HardwareCatalog) -> None:
+    # Hyperstack's page states 288 GB for B300; HGX B300 exposes 270 (gpu-specs.md corrections)
+    assert _stated(hw, "hyperstack", "8x NVIDIA B300", "NVIDIA B300", 288) == (270, "seed:below_source", True)
+    # a 192 GB B200 (the die's HBM, not the 180 usable)
+    assert _stated(hw, "runpod", "8x B200", "B200", 192) == (180, "seed:below_source", True)
+
+
+def test_a_whole_gb_figure_below_the_seed_is_a_conflict_published_as_stated(hw: HardwareCatalog) -> None:
+    # 76 GB for an 80 GB H100 is within the 7 % snap, but a page's whole number is no MiB report
+    assert _stated(hw, "runpod", "8x H100 SXM", "H100 SXM", 76) == (76, "source:below_seed", True)
+
+
+def test_an_aws_mib_report_snaps_without_a_conflict(hw: HardwareCatalog) -> None:
+    # 22888 MiB = 22.35 GB: the L4's 24 GB less driver-reserved memory
+    assert _stated(hw, "aws", "g6.xlarge", None, 22888 * MIB) == (24, "seed:snapped", False)
+
+
+def test_agreeing_unstated_and_sliced_figures_are_no_conflict(hw: HardwareCatalog) -> None:
+    assert _stated(hw, "vast", "x", "H100 SXM", 81559 * MIB) == (80, "source", False)  # 0.4 % rounding
+    assert _stated(hw, "daytona", "1x B300", "B300", 270) == (270, "source", False)
+    assert _stated(hw, "oci", "BM.GPU.MI300X.8", None, None) == (192, "seed", False)
+    vultr = hw.resolve("vultr", "x", "A100", 4, None)
+    assert vultr is not None and hw.stated_vram(vultr, 4) == (4, "source", False)  # a slice is as stated
+
+
+def test_gpu_specs_corrections_of_2026_12_are_in_the_seeds(hw: HardwareCatalog) -> None:
+    # ../shared/reference/gpu-specs.md "Corrections found 2026-12"
+    b300, gb200 = hw.gpus["B300"], hw.gpus["GB200"]
+    assert (b300.vram_gb, b300.memory_bandwidth_gbps, b300.fp8_tflops, b300.nvlink_gbps) == (
+        270,
+        7700,
+        4500,
+        1800,
+    )
+    assert (gb200.bf16_tflops, gb200.fp16_tflops, gb200.fp8_tflops, gb200.memory_bandwidth_gbps) == (
+        2450, 2450, 4900, 8000
+    )  # fmt: skip
+    assert hw.gpus["A100-40GB-SXM"].memory_type == hw.gpus["A100-40GB-PCIe"].memory_type == "HBM2"
+    assert hw.gpus["A100-80GB-SXM"].memory_type == "HBM2e"
+    assert hw.gpus["RTX-PRO-6000-SE"].memory_bandwidth_gbps == 1597
+    fabric = {
+        (r.provider, r.instance_type): r.inter_node_gbps
+        for r in hw.instance_types
+        if r.instance_type
+        in ("p6-b200.48xlarge", "Standard_ND96isr_H200_v5", "a3-highgpu-8g", "a3-megagpu-8g")
+    }
+    # one basis: GPU NICs only (a3-high 4 x 200, a3-mega 8 x 200)
+    assert fabric == {
+        ("aws", "p6-b200.48xlarge"): 3200, ("azure", "Standard_ND96isr_H200_v5"): 3200,
+        ("gcp", "a3-highgpu-8g"): 800, ("gcp", "a3-megagpu-8g"): 1600,
+    }  # fmt: skip
+
+
+# --- variants the source does not state ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("provider", "instance_type", "raw", "gb", "gpu", "source"),
+    [
+        # RunPod's id is the nvidia-smi name; its displayName, the instance type, says SXM
+        ("runpod", "1x H100 SXM", "NVIDIA H100 80GB HBM3", 80, "H100-SXM", "name"),
+        # Nebius' bare "H100": 80 GB only confirms the default, it does not say SXM
+        ("nebius", "1x H100", "H100", 80, "H100-SXM", "seed_default"),
+        ("azure", "x", "H100", 94, "H100-NVL", "vram"),  # 94 GB is the NVL, whatever the name
+        ("hyperstack", "x", "H100", 80, "H100-PCIe", "provider_doc"),  # Hyperstack's flavor docs
+        ("aws", "p5.48xlarge", None, None, "H100-SXM", "instance_type"),
+        ("runpod", "1x RTX 4090", "RTX 4090", 24, "RTX4090", "only_variant"),
+        # Paperspace's page does not state the form factor: the seeds' default, not a statement
+        ("paperspace", "A100-80G", "A100-80G", 80, "A100-80GB-SXM", "seed_default"),
+        # an instance type row listed in variants_unstated.csv: JarvisLabs names 'A100-80GB' only
+        ("jarvislabs", "2x A100-80GB india-noida-01", "A100-80GB", 80, "A100-80GB-SXM", "seed_default"),
+    ],
+)
+def test_variant_source_says_how_the_form_factor_was_known(
+    hw: HardwareCatalog,
+    provider: str,
+    instance_type: str,
+    raw: str | None,
+    gb: float | None,
+    gpu: str,
+    source: str,
+) -> None:
+    match = hw.resolve(provider, instance_type, raw, gb, 1)
+    assert match is not None and (match.gpu_name, match.variant_source) == (gpu, source)

@@ -96,6 +96,7 @@ def test_offers_are_the_cheapest_of_each_group_the_page_can_filter_on(replay, da
             f"""
             select {", ".join(OFFER_GROUP)}, min(price_usd_per_gpu_hour) as cheapest, count(*) as offers
             from marts.gpu_offers where price_usd_per_gpu_hour is not null
+                and coalesce(available, true)  -- marked unavailable now: not ranked by default
             group by all
             """,
         )
@@ -105,6 +106,17 @@ def test_offers_are_the_cheapest_of_each_group_the_page_can_filter_on(replay, da
     for key, offer in sent.items():
         assert offer["price_usd_per_gpu_hour"] == expected[key]["cheapest"], key
         assert offer["offers"] == expected[key]["offers"], key
+    assert all(o["available"] is not False for o in sent.values())
+
+
+def test_unavailable_offers_are_on_the_page_only_when_asked_for(replay, data):
+    # the replay cassette holds offers their provider marks unavailable (Cudo, JarvisLabs, ...)
+    unavailable = rows(replay, "select count(*) as n from marts.gpu_offers where available = false")[0]["n"]
+    assert unavailable > 0
+    every = records(report.offers_data(replay, include_unavailable=True)["offers"])
+    assert len(every) > len(records(data["offers"])) and any(o["available"] is False for o in every)
+    fit = report.fit_data(replay, include_unavailable=True)
+    assert len(fit["runs"]["rows"]) >= len(data["fit"]["runs"]["rows"])
 
 
 def test_each_offer_row_is_a_real_current_offer_with_its_own_price_and_hardware(replay, data):
@@ -448,6 +460,7 @@ def test_the_header_counts_every_current_offer_and_each_row_counts_its_own(repla
     ).fetchall()[0]
     assert (data["current_offers"], data["providers_with_offers"]) == (total, providers)
     priced = replay.execute(
-        "select count(*) from marts.gpu_offers where price_usd_per_gpu_hour is not null"
+        "select count(*) from marts.gpu_offers where price_usd_per_gpu_hour is not null "
+        "and coalesce(available, true)"  # the header counts every offer; rows rank the rentable
     ).fetchall()[0][0]
     assert sum(o["offers"] for o in records(data["offers"])) == priced

@@ -101,11 +101,12 @@ def query(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) 
 
 
 def cheapest_groups(con: duckdb.DuckDBPyConnection, where: str = "true", params: list | None = None) -> dict:
-    """(gpu, provider, is_spot) -> cheapest $/GPU-hour among the offers `where` selects."""
+    """(gpu, provider, is_spot) -> cheapest $/GPU-hour among the offers `where` selects (of those
+    the provider does not mark unavailable: the page ranks rentable offers only)."""
     found = query(
         con,
         "select gpu_name, provider, is_spot, min(price_usd_per_gpu_hour) from marts.gpu_offers "
-        f"where price_usd_per_gpu_hour is not null and ({where}) group by all",
+        f"where price_usd_per_gpu_hour is not null and coalesce(available, true) and ({where}) group by all",
         params,
     )
     return {(g, p, s): price for g, p, s, price in found}

@@ -283,6 +283,40 @@ _COLUMNS: tuple[Column, ...] = (
         "Whether the provider says there is capacity now; null when it does not say.",
     ),
     _c(
+        "vram_gb_stated",
+        "DOUBLE",
+        GB,
+        "VRAM per GPU as the provider states it (MiB converted); null when the source does not state it.",
+    ),
+    _c("vram_gb_seed", "DOUBLE", GB, "VRAM per GPU the hardware seeds give the matched GPU."),
+    _c(
+        "vram_source",
+        "VARCHAR",
+        "",
+        "Which figure vram_gb publishes: source, seed, seed:snapped (a MiB report short of the seed by "
+        "driver-reserved memory), source:below_seed or seed:below_source (conflicts; warehouse/hardware.py).",
+    ),
+    _c(
+        "spec_conflict",
+        "BOOLEAN",
+        "",
+        "True when the provider's stated VRAM and the hardware seed's disagree beyond rounding.",
+    ),
+    _c(
+        "variant_source",
+        "VARCHAR",
+        "",
+        "How the GPU's form factor was known: name, vram, instance_type, provider_doc, only_variant, or "
+        "seed_default (the source does not say; gpu_variant is then null).",
+    ),
+    _c(
+        "price_covers",
+        "VARCHAR",
+        "",
+        "What the price pays for: gpu, gpu_cpu_ram or gpu_cpu_ram_disk; null when not published "
+        "(providers.csv, with its source).",
+    ),
+    _c(
         "match_rule",
         "VARCHAR",
         "",
@@ -573,6 +607,7 @@ COLUMNS: dict[str, Column] = _registry(_COLUMNS)
 MARTS: dict[str, str] = {
     "gpu_offers": "One row per current GPU offer: price, canonical GPU and its specs, interconnect, billing.",
     "unmapped_gpus": "One row per raw GPU name among current offers that no hardware seed can map.",
+    "spec_conflicts": "One row per provider GPU whose stated VRAM disagrees with the hardware seed's.",
     "finetune_requirements": "One row per fine-tuning job × GPU count × sharding: memory per GPU, FLOPs.",
     "finetune_offers": "One row per current offer: the inputs of the fine-tuning cost model (hardware "
     "key, billing, spot interruption rate).",

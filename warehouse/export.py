@@ -12,6 +12,9 @@ then renamed into place, so a reader never sees half a file.
   `finetune_costs.v2` is Parquet only: one row per job × offer that fits is already 85k rows on the
   replay cassette and millions on a live warehouse; its CSV would be 31.5 MB against 2.0 MB of
   zstd Parquet on the cassette (15.7×, benchmarks/feeds.py) and would lose the types.
+* v3 (`gpu_offers.v3`, beside v2): v2's columns plus `price_covers`, `vram_gb_stated`,
+  `vram_source`, `spec_conflict`, `gpu_variant` and `variant_source`. Rows are every current offer,
+  as in v2: an unavailable one stays, its `available` false (feeds are data, not rankings).
 * `manifest.json` (every file of the publication: rows, bytes, sha256; run id, generated_at, live or
   replay) is written last, also by rename: once it names a run, every file it lists is in place.
 
@@ -99,6 +102,59 @@ left join marts.gpu_offers as offers
     and costs.pricing_type = offers.pricing_type
 """
 
+# gpu_offers v2's columns, pinned; v3 is v2 plus what the source states beside the seed
+_GPU_OFFERS_V2: tuple[str, ...] = (
+    "provider",
+    "instance_type",
+    "region",
+    "zone",
+    "pricing_type",
+    "is_spot",
+    "price_source",
+    "price_is_from",
+    "price_statistic",
+    "price_usd_per_gpu_hour",
+    "price_usd_per_hour",
+    "price_usd_per_vram_gb_hour",
+    "published_price_per_hour",
+    "currency",
+    "fx_usd_per_unit",
+    "fx_rate_date",
+    "gpu_name",
+    "gpu_name_raw",
+    "gpu_count",
+    "vram_gb_per_gpu",
+    "total_vram_gb",
+    "memory_type",
+    "memory_bandwidth_gbytes_per_s",
+    "bf16_dense_tflops",
+    "fp8_dense_tflops",
+    "intra_node_interconnect",
+    "intra_node_gbytes_per_s",
+    "interconnect_source",
+    "inter_node_fabric",
+    "inter_node_gbits_per_s",
+    "gpudirect_rdma",
+    "vcpus",
+    "ram_gb",
+    "available",
+    "billing_granularity",
+    "minimum_charge_seconds",
+    "spot_kind",
+    "price_since_at",
+    "last_seen_at",
+    "price_age_hours",
+)
+_GPU_OFFERS_V3: tuple[str, ...] = (
+    *_GPU_OFFERS_V2,
+    "price_covers",
+    "vram_gb_stated",
+    "vram_source",
+    "spec_conflict",
+    "gpu_variant",
+    "variant_source",
+)
+
 FEEDS: tuple[Feed, ...] = (
     Feed(
         name="gpu_offers",
@@ -176,51 +232,21 @@ FEEDS: tuple[Feed, ...] = (
         version=2,
         relation="marts.gpu_offers",
         fresh="not is_stale",
-        columns=(
-            "provider",
-            "instance_type",
-            "region",
-            "zone",
-            "pricing_type",
-            "is_spot",
-            "price_source",
-            "price_is_from",
-            "price_statistic",
-            "price_usd_per_gpu_hour",
-            "price_usd_per_hour",
-            "price_usd_per_vram_gb_hour",
-            "published_price_per_hour",
-            "currency",
-            "fx_usd_per_unit",
-            "fx_rate_date",
-            "gpu_name",
-            "gpu_name_raw",
-            "gpu_count",
-            "vram_gb_per_gpu",
-            "total_vram_gb",
-            "memory_type",
-            "memory_bandwidth_gbytes_per_s",
-            "bf16_dense_tflops",
-            "fp8_dense_tflops",
-            "intra_node_interconnect",
-            "intra_node_gbytes_per_s",
-            "interconnect_source",
-            "inter_node_fabric",
-            "inter_node_gbits_per_s",
-            "gpudirect_rdma",
-            "vcpus",
-            "ram_gb",
-            "available",
-            "billing_granularity",
-            "minimum_charge_seconds",
-            "spot_kind",
-            "price_since_at",
-            "last_seen_at",
-            "price_age_hours",
-        ),
+        columns=_GPU_OFFERS_V2,
         order_by=("provider", "instance_type", "region", "zone", "pricing_type"),
         description="Every current GPU offer, one row per offer, with its GPU, interconnect, billing "
         "and freshness.",
+        documented_names=True,
+    ),
+    Feed(
+        name="gpu_offers",
+        version=3,
+        relation="marts.gpu_offers",
+        fresh="not is_stale",
+        columns=_GPU_OFFERS_V3,
+        order_by=("provider", "instance_type", "region", "zone", "pricing_type"),
+        description="v2 and, per offer, what its price covers and the provider's stated VRAM beside the "
+        "seed's (which one vram_gb_per_gpu publishes, and whether they conflict).",
         documented_names=True,
     ),
     Feed(

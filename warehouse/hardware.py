@@ -25,6 +25,35 @@ How ``HardwareCatalog.resolve`` picks a GPU (first rule that applies wins):
    VRAM further below the canonical size is a slice of one GPU (Vultr's 4 GB A100 plans):
    ``vram_gb`` is then the slice and ``gpu_count`` the fraction (rule suffix ``+vram_share``).
 
+Stated vs seed (``stated_vram``). The provider's own per-GPU figure (``gpu_memory_gb_raw``) is
+kept beside the seed's as ``vram_gb_stated``; ``vram_source`` says which one is published:
+
+* ``source``: the source states a figure that agrees with the seed (within ``STATED_AGREE``, 1 %:
+  GB vs GiB rounding of a page, Vast's 81559 MiB for 80 GB is 0.4 %), or states a slice of a card;
+* ``seed``: the source states nothing;
+* ``seed:snapped``: a MiB report short of the seed by a fraction of a GB, within
+  ``VRAM_TOLERANCE`` (AWS's 22888 MiB L4 = 22.35 GB): driver-reserved memory, not a conflict;
+* ``source:below_seed``: a conflict; the source states a whole number of GB less than the seed (a
+  page saying 270 GB for B300): the source's figure is published, never more than it says;
+* ``seed:below_source``: a conflict; the source states more than the seed (a page saying 192 GB
+  for HGX B200, whose usable memory is 180): the seed's figure is published, since the reference
+  says the source's figure is not usable memory.
+
+``spec_conflict`` is true for the two last. A whole-GB figure is how a page states memory; a
+fractional one is what a MiB count converts to, which is why only the latter snaps silently.
+
+Variants the source does not state (``variant_source``): how the form factor of ``gpu_name`` was
+known. ``name`` (the raw name or the instance type says SXM, PCIe, NVL, NVLink or HGX), ``vram``
+(the stated VRAM picked a candidate of another form factor than the default: 94 GB is H100 NVL; 80
+GB only confirms it), ``instance_type`` and ``provider_doc`` (a seed row for this provider, whose
+source is the provider's own documentation; an instance type row listed in
+``variants_unstated.csv``, with the page that leaves the variant out, is ``seed_default``),
+``only_variant`` (the model ships in one form factor: nothing to state), or ``seed_default``: a bare
+name ("H100", "A100-80GB") given the seeds' documented default by a row for every provider. The
+marts then publish ``gpu_variant`` as null (stated-unknown): the offer is priced on the default's
+specs, but never shown as SXM on the seeds' word alone. Give such a provider a provider-scoped alias
+row, citing its own docs, to publish the variant.
+
 Unknown names and instance types give ``None`` (the offer lands unmapped), never an exception.
 
 ``instance_types.csv`` vocabulary: ``intra_node_interconnect`` is one of ``NVSwitch``,
@@ -50,9 +79,15 @@ SEEDS_DIR = Path(__file__).resolve().parent / "seeds"
 # Vast's 81559 MiB H100s, while 40 vs 48 GB or 80 vs 94 GB stay distinct.
 VRAM_TOLERANCE = 0.07
 
+# Relative distance within which a stated VRAM figure agrees with the seed's outright: rounding
+# (GB vs GiB of a page, 81559 MiB = 79.6 GB for an 80 GB H100 is 0.4 %), never a different part.
+STATED_AGREE = 0.01
+
 # Vendor and marketing words that some providers include and others drop; "gpu" because GCP
 # SKUs ("Nvidia L4 GPU") and Vultr plan ids ("...-h100-gpu") append it.
 _NOISE_TOKENS = frozenset({"nvidia", "tesla", "amd", "geforce", "instinct", "gpu"})
+# words of a raw name that state the form factor (normalized: see `normalize_gpu_name` tokens)
+_VARIANT_WORDS = ("sxm", "pcie", "nvl", "hgx")
 _SPOT_SUFFIX = re.compile(r"[\s_]+(spot|low[\s_]+priority)$", re.IGNORECASE)
 
 
@@ -151,6 +186,8 @@ class GpuMatch:
     inter_node_fabric: str | None = None
     inter_node_gbps: float | None = None
     gpudirect_rdma: bool | None = None
+    # how the variant (SXM, PCIe, NVL...) was known: see `HardwareCatalog.variant_source`
+    variant_source: str | None = None
 
 
 def _float(cell: str) -> float | None:
@@ -179,8 +216,11 @@ class HardwareCatalog:
         gpus: Mapping[str, GpuSpec],
         aliases: list[GpuAlias],
         instance_types: list[InstanceTypeSpec],
+        variants_unstated: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self._gpus = dict(gpus)
+        # (provider, instance_types.csv instance_type) whose source does not state the variant
+        self._variants_unstated = variants_unstated
         self._aliases = list(aliases)
         self._instance_types = list(instance_types)
         self._alias_index = {(a.provider, normalize_gpu_name(a.raw_name)): a for a in self._aliases}
@@ -246,7 +286,11 @@ class HardwareCatalog:
             )
             for r in _read(folder / "instance_types.csv")
         ]
-        return cls(gpus, aliases, instance_types)
+        unstated = folder / "variants_unstated.csv"
+        variants_unstated = frozenset(
+            (r["provider"], r["instance_type"]) for r in (_read(unstated) if unstated.exists() else [])
+        )
+        return cls(gpus, aliases, instance_types, variants_unstated)
 
     @property
     def gpus(self) -> Mapping[str, GpuSpec]:
@@ -298,6 +342,7 @@ class HardwareCatalog:
                 inter_node_fabric=row.inter_node_fabric,
                 inter_node_gbps=row.inter_node_gbps,
                 gpudirect_rdma=row.gpudirect_rdma,
+                variant_source=self._instance_variant(row, f"{gpu_name_raw or ''} {instance_type}"),
             )
         if not gpu_name_raw:
             return None
@@ -314,7 +359,69 @@ class HardwareCatalog:
             # A slice of one card (vGPU/MIG plans): report the slice, never the whole card.
             vram, rule = float(gpu_memory_gb_raw), rule + "+vram_share"
             count = gpu_count if gpu_count is not None else round(gpu_memory_gb_raw / spec.vram_gb, 3)
-        return GpuMatch(gpu_name=name, vram_gb=vram, gpu_count=count, rule=rule)
+        return GpuMatch(
+            gpu_name=name,
+            vram_gb=vram,
+            gpu_count=count,
+            rule=rule,
+            variant_source=self.variant_source(alias, f"{gpu_name_raw} {instance_type}", name, rule),
+        )
+
+    def _only_variant(self, gpu_name: str) -> bool:
+        model = self._gpus[gpu_name].model
+        return sum(1 for spec in self._gpus.values() if spec.model == model) == 1
+
+    @staticmethod
+    def _states_variant(source_words: str) -> bool:
+        words = [w for w in re.split(r"[^0-9a-z]+", source_words.lower()) if w]
+        return any(w.startswith(_VARIANT_WORDS) for w in words)
+
+    def _instance_variant(self, row: InstanceTypeSpec, source_words: str) -> str:
+        """An instance type row's source is the provider's documentation, unless
+        variants_unstated.csv lists the row: then the variant is the seeds' default."""
+        if self._only_variant(row.gpu_name):
+            return "only_variant"
+        if self._states_variant(source_words):
+            return "name"
+        return (
+            "seed_default"
+            if (row.provider, row.instance_type) in self._variants_unstated
+            else "instance_type"
+        )
+
+    def variant_source(self, alias: GpuAlias, source_words: str, gpu_name: str, rule: str) -> str:
+        """How an alias match knew its form factor (module docstring); `source_words` are what
+        the source itself says: the raw GPU name and the instance type ("1x H100 SXM")."""
+        if self._only_variant(gpu_name):
+            return "only_variant"
+        if self._states_variant(source_words):
+            return "name"
+        default = self._gpus.get(alias.gpu_name)
+        if (
+            rule.startswith("alias+vram")
+            and default
+            and default.form_factor != self._gpus[gpu_name].form_factor
+        ):
+            return "vram"  # the stated VRAM moved the pick to another form factor (94 GB: NVL)
+        return "provider_doc" if alias.provider else "seed_default"
+
+    def stated_vram(self, match: GpuMatch, stated_gb: float | None) -> tuple[float, str, bool]:
+        """(published per-GPU VRAM, vram_source, spec_conflict) of a match whose source states
+        ``stated_gb`` per GPU (None: not stated); rules in the module docstring."""
+        seed = match.vram_gb
+        if not stated_gb or stated_gb <= 0:
+            return seed, "seed", False
+        if match.rule.endswith("+vram_share") or abs(stated_gb - seed) <= seed * STATED_AGREE:
+            return seed, "source", False  # a slice's vram_gb already is the stated figure
+        if match.gpu_count is not None and 0 < match.gpu_count < 1:
+            # a fractional instance type's share is the seed's by definition of the row
+            return seed, "seed", False
+        whole = abs(stated_gb - round(stated_gb)) < 1e-6
+        if not whole and seed * (1 - VRAM_TOLERANCE) <= stated_gb < seed:
+            return seed, "seed:snapped", False
+        if stated_gb < seed:
+            return float(stated_gb), "source:below_seed", True
+        return seed, "seed:below_source", True
 
     def snap_vram(self, gpu_name: str, reported_gb: float) -> float | None:
         """The canonical VRAM if ``reported_gb`` is within tolerance of it, else None."""

@@ -45,6 +45,11 @@ _HARDWARE_SCHEMA = {
     "match_rule": pl.String,
     "gpu_count": pl.Float64,
     "vram_gb": pl.Float64,
+    "vram_gb_seed": pl.Float64,
+    "vram_gb_stated": pl.Float64,
+    "vram_source": pl.String,
+    "spec_conflict": pl.Boolean,
+    "variant_source": pl.String,
     "instance_type_pattern": pl.String,
     "intra_node_interconnect": pl.String,
     "intra_node_gbps": pl.Float64,
@@ -100,6 +105,7 @@ def resolve_descriptions(catalog: HardwareCatalog, distinct: Iterable[Sequence[A
     for provider, instance_type, name_raw, memory_raw, count_raw in distinct:
         # A count of 0 is how connectors say "the source does not state it" (Azure, AWS spot).
         match = catalog.resolve(provider, instance_type, name_raw, memory_raw, count_raw or None)
+        vram, vram_source, conflict = catalog.stated_vram(match, memory_raw) if match else (None, None, None)
         rows.append(
             {
                 "provider": provider,
@@ -110,7 +116,12 @@ def resolve_descriptions(catalog: HardwareCatalog, distinct: Iterable[Sequence[A
                 "gpu_name": match.gpu_name if match else None,
                 "match_rule": match.rule if match else None,
                 "gpu_count": match.gpu_count if match else None,
-                "vram_gb": match.vram_gb if match else None,
+                "vram_gb": vram,
+                "vram_gb_seed": match.vram_gb if match else None,
+                "vram_gb_stated": memory_raw if memory_raw and memory_raw > 0 else None,
+                "vram_source": vram_source,
+                "spec_conflict": conflict,
+                "variant_source": match.variant_source if match else None,
                 "instance_type_pattern": match.instance_type_pattern if match else None,
                 "intra_node_interconnect": match.intra_node_interconnect if match else None,
                 "intra_node_gbps": match.intra_node_gbps if match else None,

@@ -136,6 +136,9 @@
     },
     gpu_hour: function (o) {
       var text = (o.price_is_from ? "from " : "") + usd(o.price_usd_per_gpu_hour);
+      // a GPU-only price (CPU, RAM, disk billed on top) is not a whole instance's: say so
+      if (o.price_covers === "gpu") text += ' <abbr title="GPU only: CPU, RAM and disk are billed on top">†</abbr>';
+      if (o.available === false) text += ' <abbr title="the provider marks it unavailable now">✗</abbr>';
       return cell('<span class="price">' + text + "</span>", o.price_usd_per_gpu_hour, "num");
     },
     instance_hour: function (o) {

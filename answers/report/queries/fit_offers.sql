@@ -1,9 +1,19 @@
 -- Per job and pricing type, the cheapest offers that fit and are priced, one per instance type.
 with
 
+-- an offer its provider marks unavailable now ranks only with $include_unavailable
 fits as (
-    select * from marts.finetune_costs
+    select * from marts.finetune_costs as costs
     where fits and priced
+        and ($include_unavailable or not exists (
+            select 1 from marts.gpu_offers as offers
+            where offers.available = false
+                and offers.provider = costs.provider
+                and offers.instance_type = costs.instance_type
+                and offers.region = costs.region
+                and offers.zone is not distinct from costs.zone
+                and offers.pricing_type = costs.pricing_type
+        ))
 ),
 
 per_instance as (

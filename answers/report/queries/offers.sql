@@ -1,7 +1,9 @@
 -- The comparison table's rows, before the page groups them: the offer with the cheapest $/GPU-hour
 -- of each GPU x provider x pricing type x region and of each value of what the page filters on
 -- (VRAM per GPU, interconnect in and between nodes), so a filter never hides a cheaper offer
--- that passes it behind one that does not. Parameter: $include_stale.
+-- that passes it behind one that does not. Parameters: $include_stale; an offer its provider marks
+-- unavailable now (available = false) is left out unless $include_unavailable
+-- (`gpucost report --include-unavailable`).
 with
 
 offers as (
@@ -9,6 +11,7 @@ offers as (
     where price_usd_per_gpu_hour is not null
         -- a stale provider's offers (warehouse/lifecycle.py) only with `gpucost report --include-stale`
         and (not is_stale or $include_stale)
+        and (coalesce(available, true) or $include_unavailable)
 ),
 
 ranked as (
@@ -46,6 +49,8 @@ final as (
         currency,
         price_is_from,
         price_statistic,
+        price_covers,
+        available,
         gpu_count,
         vram_gb,
         total_vram_gb,

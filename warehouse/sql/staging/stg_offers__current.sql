@@ -51,12 +51,19 @@ final as (
         hardware.match_rule,
         coalesce(hardware.gpu_count, nullif(offers.gpu_count, 0)) as gpu_count,
         hardware.vram_gb,
+        hardware.vram_gb_seed,
+        hardware.vram_gb_stated,
+        hardware.vram_source,
+        hardware.spec_conflict,
+        hardware.variant_source,
         hardware.instance_type_pattern,
         hardware.intra_node_interconnect,
         hardware.intra_node_gbps,
         hardware.inter_node_fabric,
         hardware.inter_node_gbps,
         hardware.gpudirect_rdma,
+        -- what the price covers (providers.csv, with its source): gpu | gpu_cpu_ram | gpu_cpu_ram_disk
+        providers.price_covers,
         offers.vcpus,
         offers.ram_gb,
         offers.billing_unit,
@@ -67,6 +74,7 @@ final as (
         offers.last_seen_at
     from offers
     left join fx_rates on offers.currency = fx_rates.currency
+    left join core.providers as providers on offers.provider = providers.provider
     left join hardware
         on offers.provider = hardware.provider
         and offers.instance_type = hardware.instance_type
