@@ -76,7 +76,8 @@ select
     'per_second' as billing_granularity,
     null::bigint as minimum_charge_seconds,
     null::varchar as spot_kind,
-    null::json as provider_data
+    null::json as provider_data,
+    false as is_stale
 from core.gpus as gpus
 cross join (values {", ".join(f"({n})" for n in GPU_COUNTS)}) as counts (n)
 where gpus.vram_gb > 0

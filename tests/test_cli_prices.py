@@ -315,7 +315,7 @@ def stock_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """RunPod's H100 SXM out of stock (available false) under its PCIe, and Daytona's GPU-only
     H100 rate (providers.csv: price_covers 'gpu')."""
     from tests.factories import make_offer
-    from tests.test_answers import _runpod
+    from tests.test_answers_prices import _runpod
 
     monkeypatch.setenv("GPUCOST_HOME", str(tmp_path))
     con = open_warehouse(tmp_path / "warehouse.duckdb")
