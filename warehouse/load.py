@@ -16,7 +16,10 @@ from what came over the wire (`archived_responses`); both live in `warehouse.arc
    `degraded`; the other scopes load. If no scope loads, the run is `rejected`;
 3. anomaly guard: a price that moved more than `jump_factor` (either way) from its current value is
    held and quarantined as `price_jump` with both values, unless `accept_changes` or the previous
-   run of the provider held the same move (a change confirmed by two consecutive runs);
+   run of the provider held the same move (a change confirmed by two consecutive runs). A price
+   that moved by a unit factor (`unit_factors`: the offer's GPU count, x60, x730, x100 or an
+   exchange rate, within `UNIT_TOLERANCE`) is held as `unit_change` whatever its size, and no
+   repetition confirms it (a misread unit repeats identically every run): only `accept_changes`;
 4. merge into `core.offer_prices`, keyed by (provider, instance_type, region, zone, pricing_type):
    an unchanged offer only moves `last_seen_at`; a changed price or hardware closes the current
    interval and opens a new one; an offer absent from a healthy scope is closed. Offers carried
@@ -45,6 +48,16 @@ from warehouse.db import transaction
 JUMP_FACTOR = 3.0
 # Two held prices within this factor of each other are the same move, confirmed by a second run.
 CONFIRM_FACTOR = 1.1
+# A move within this relative distance of a unit factor is a unit change. Prices are published to
+# at least three significant digits ($1.99, $0.439, $27.20), so a price recomputed in another
+# unit lands within half a unit of its last digit, <= 0.5 % of the price, of the exact factor:
+# 0.5 % catches every such misreading. It also holds an ordinary move that happens to land within
+# 0.5 % of exactly 2x on a 2-GPU box (or of the EUR/USD rate): that costs one offer one
+# `--accept-changes`, while publishing a per-GPU price as the instance's costs every reader.
+UNIT_TOLERANCE = 0.005
+# Time and money units a price can be misread in: per minute (60 per hour), per month (730 h,
+# connectors.base.HOURS_PER_UNIT) and cents (100 per dollar).
+UNIT_FACTORS = (60.0, 730.0, 100.0)
 # No GPU rents for more than this per GPU-hour (a GB200 NVL72 rack is ~$42/GPU-h): above it a
 # price is a parse error (cents read as dollars, a monthly price read as hourly).
 MAX_USD_PER_GPU_HOUR = 2000.0
@@ -263,16 +276,18 @@ class _Current:
     price_per_hour: float
     currency: str
     fields: Mapping[str, Any]
+    price_usd_per_hour: float | None = None
+    gpu_count: float | None = None
 
 
 def _current_offers(con: duckdb.DuckDBPyConnection, provider: str) -> dict[Key, _Current]:
     rows = con.execute(
-        "select instance_type, region, zone, pricing_type, price_source, scope, price_per_hour, currency "
-        "from core.offer_prices where provider = ? and valid_to is null",
+        "select instance_type, region, zone, pricing_type, price_source, scope, price_per_hour, currency, "
+        "price_usd_per_hour, gpu_count from core.offer_prices where provider = ? and valid_to is null",
         [provider],
     ).fetchall()
     current = {}
-    for instance_type, region, zone, pricing_type, source, scope, price, currency in rows:
+    for instance_type, region, zone, pricing_type, source, scope, price, currency, usd, count in rows:
         fields = {
             "instance_type": instance_type,
             "region": region,
@@ -281,7 +296,9 @@ def _current_offers(con: duckdb.DuckDBPyConnection, provider: str) -> dict[Key, 
             "price_source": source,
             "scope": scope,
         }
-        current[(instance_type, region, zone, pricing_type)] = _Current(scope, price, currency, fields)
+        current[(instance_type, region, zone, pricing_type)] = _Current(
+            scope, price, currency, fields, usd, count
+        )
     return current
 
 
@@ -298,6 +315,10 @@ def _covered(fields: Mapping[str, Any], scopes: Sequence[Unchanged]) -> bool:
         if all(fields[k] == v for k, v in unchanged.scope.items()):
             return True
     return False
+
+
+def _priced_currencies(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {c for (c,) in con.execute("select distinct currency from core.offer_prices").fetchall()}
 
 
 def held_moves(con: duckdb.DuckDBPyConnection, provider: str, run_id: str) -> dict[str, float]:
@@ -318,6 +339,40 @@ def held_moves(con: duckdb.DuckDBPyConnection, provider: str, run_id: str) -> di
         [provider, run_id, provider],
     ).fetchall()
     return {key: price for key, price in rows if key is not None and price is not None}
+
+
+def unit_factors(
+    gpu_counts: Iterable[float | None], rates: Mapping[str, float], currency: str
+) -> dict[str, float]:
+    """Name -> factor of every unit change a price in `currency` could suffer: a GPU count (a
+    per-GPU price read as the instance's, or back), x60, x730, x100, and the exchange rate of each
+    other currency in `rates` (USD per unit) against `currency` (a price read in the wrong
+    currency). Factors of 1 (a one-GPU box, a currency at par) are no unit change and are left out.
+    """
+    factors = {f"x{f:g}": f for f in UNIT_FACTORS}
+    for count in gpu_counts:
+        if count is not None and math.isfinite(count) and count > 1:
+            factors[f"{count:g} GPUs"] = float(count)
+    own = rates.get(currency)
+    for other, rate in rates.items():
+        if other != currency and own and rate > 0 and math.isfinite(rate):
+            factors[f"{other}/{currency}"] = rate / own
+    return {name: f for name, f in factors.items() if abs(f - 1.0) > UNIT_TOLERANCE}
+
+
+def unit_change(old: float, new: float, factors: Mapping[str, float]) -> str | None:
+    """The unit factor (`unit_factors`) that `new / old` matches, up or down, within
+    `UNIT_TOLERANCE`; None when the move is no unit change. "x100" for a price 100x up,
+    "/8 GPUs" for one 8x down."""
+    if not (old > 0 and new > 0 and math.isfinite(old) and math.isfinite(new)):
+        return None
+    ratio = new / old
+    for name, factor in sorted(factors.items()):
+        if abs(ratio / factor - 1.0) <= UNIT_TOLERANCE:
+            return name if name.startswith("x") else f"x{name}"
+        if abs(ratio * factor - 1.0) <= UNIT_TOLERANCE:
+            return f"/{name[1:]}" if name.startswith("x") else f"/{name}"
+    return None
 
 
 def jumped(old: float, new: float, factor: float) -> bool:
@@ -347,7 +402,8 @@ def load_offers(
     guards = guards or Guards(accept_shrink=accept_shrink)
     if accept_shrink and not guards.accept_shrink:
         guards = replace(guards, accept_shrink=True)
-    good, bad = validate(offers, usd_rates(con, now.date()), guards)
+    rates = usd_rates(con, now.date())
+    good, bad = validate(offers, rates, guards)
     result = LoadResult(status="ok", offers_parsed=len(good) + len(bad))
     current = _current_offers(con, provider)
     carried = {k for k, c in current.items() if unchanged and _covered(c.fields, unchanged)}
@@ -373,22 +429,34 @@ def load_offers(
 
     # 3. anomaly guard, over the rows of healthy scopes
     confirmed = held_moves(con, provider, run_id) if not guards.accept_changes else {}
+    # exchange rates a price could be misread by: those of the currencies offers are priced in
+    priced = _priced_currencies(con) | {row["currency"] for row in good}
+    fx = {c: rate for c, (rate, _, _) in rates.items() if c in priced}
     loadable: list[dict[str, Any]] = []
     for row in good:
         if row["scope"] in held_scopes:
             continue
         key = _key(row)
         old = current.get(key)
-        moved = (
-            old is not None
-            and old.currency == row["currency"]
-            and not guards.accept_changes
-            and _jumped(old.price_per_hour, row["price_per_hour"], guards.jump_factor)
-        )
-        if moved:
+        if old is None or guards.accept_changes:
+            loadable.append(row)
+            continue
+        # a currency that changed is compared in USD: the number alone says nothing
+        same = old.currency == row["currency"]
+        before = old.price_per_hour if same else old.price_usd_per_hour
+        after = row["price_per_hour"] if same else row["price_usd_per_hour"]
+        factors = unit_factors((row["gpu_count"], old.gpu_count), fx, row["currency"])
+        unit = unit_change(before, after, factors) if before is not None else None
+        if unit is not None:
+            row["_old_price_per_hour"] = old.price_per_hour
+            row["_old_currency"] = old.currency
+            row["_unit_factor"] = unit
+            bad.append(("unit_change", row))
+            continue
+        if same and _jumped(old.price_per_hour, row["price_per_hour"], guards.jump_factor):
             previous = confirmed.get(_key_text(provider, key))
             if previous is None or _jumped(previous, row["price_per_hour"], CONFIRM_FACTOR):
-                row["_old_price_per_hour"] = old.price_per_hour  # type: ignore[union-attr]
+                row["_old_price_per_hour"] = old.price_per_hour
                 bad.append(("price_jump", row))
                 continue
         loadable.append(row)
@@ -441,13 +509,17 @@ def _quarantine(
         details = None
         if "_old_price_per_hour" in row:
             row = dict(row)
-            details = json.dumps(
-                {
-                    "old_price_per_hour": row.pop("_old_price_per_hour"),
-                    "new_price_per_hour": row["price_per_hour"],
-                    "currency": row["currency"],
+            explained = {
+                "old_price_per_hour": row.pop("_old_price_per_hour"),
+                "new_price_per_hour": row["price_per_hour"],
+                "currency": row["currency"],
+            }
+            if "_unit_factor" in row:
+                explained |= {
+                    "old_currency": row.pop("_old_currency"),
+                    "unit_factor": row.pop("_unit_factor"),
                 }
-            )
+            details = json.dumps(explained)
         offer_key = _key_text(provider, _key(row)) if row.get("instance_type") is not None else None
         rows.append((run_id, provider, now, reason, json.dumps(row, default=str), offer_key, details))
     con.executemany("insert into ops.quarantine values (?, ?, ?, ?, ?, ?, ?)", rows)
