@@ -35,6 +35,7 @@ from warehouse.db import (
     open_reader,
 )
 from warehouse.export import FORMATS, write_feeds
+from warehouse.load import stale_fx_rates
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 
@@ -441,6 +442,7 @@ def status() -> None:
             "select run_id, status, started_at, error from ops.runs "
             "where status in ('running', 'abandoned') order by started_at desc limit 5"
         ).fetchall()
+        stale_rates = stale_fx_rates(con, Settings().fx_stale_after_days)
     finally:
         con.close()
     if not rows:
@@ -451,6 +453,13 @@ def status() -> None:
     for run_id, status, started, error in runs:
         console.print(
             f"run {run_id} {status} (started {started:%Y-%m-%d %H:%M} UTC){': ' + error if error else ''}"
+        )
+    for currency, rate_date, offers in stale_rates:
+        console.print(
+            f"warning: the {currency} exchange rate is from {rate_date:%Y-%m-%d}, older than "
+            f"GPUCOST_FX_STALE_AFTER_DAYS; {offers} offer(s) priced in {currency} are converted with it "
+            "(marts.gpu_offers.fx_rate_stale). Check the ecb provider's last run above and refresh it",
+            soft_wrap=True,
         )
 
 

@@ -34,7 +34,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 import duckdb
@@ -62,6 +62,11 @@ UNIT_FACTORS = (60.0, 730.0, 100.0)
 # price is a parse error (cents read as dollars, a monthly price read as hourly).
 MAX_USD_PER_GPU_HOUR = 2000.0
 
+# A rate further than this share from the median of its currency's rates over the last
+# FX_BAND_DAYS days is out of band (Settings.fx_band_fraction).
+FX_BAND_FRACTION = 0.2
+FX_BAND_DAYS = 30
+
 _OFFER_COLUMNS = {
     "provider": pl.String,
     "instance_type": pl.String,
@@ -72,6 +77,7 @@ _OFFER_COLUMNS = {
     "price_per_hour": pl.Float64,
     "currency": pl.String,
     "price_usd_per_hour": pl.Float64,
+    "fx_rate_date": pl.Date,
     "gpu_name_raw": pl.String,
     "gpu_count": pl.Float64,
     "gpu_memory_gb_raw": pl.Float64,
@@ -125,6 +131,7 @@ class Guards:
     max_usd_per_gpu_hour: float = MAX_USD_PER_GPU_HOUR
     accept_shrink: bool = False
     accept_changes: bool = False
+    fx_band_fraction: float = FX_BAND_FRACTION
 
 
 # --- raw (archiving and replay: warehouse/archive.py) ----------------------------------------------
@@ -177,6 +184,29 @@ def load_fx_rates(
     return len(rows)
 
 
+def fx_band_median(
+    con: duckdb.DuckDBPyConnection, currency: str, on: date, days: int = FX_BAND_DAYS
+) -> float | None:
+    """Median USD per unit of `currency` over the `days` days of rates held up to its newest rate
+    before `on` (the rate's own day excluded: a rate is judged by its history, not by itself; the
+    window ends at the newest earlier rate, so a gap in the history does not unbound it); None
+    when the currency has no earlier rate at all. Only rates that passed the guards are held."""
+    (median,) = con.execute(
+        """
+        with history as (select * from core.fx_rates where currency = ? and rate_date <= ?)
+        select median(usd_per_unit) from history
+        where rate_date >= (select max(rate_date) from history) - to_days(?)
+        """,
+        [currency.upper(), on, days],
+    ).fetchall()[0]
+    return median
+
+
+def out_of_band(rate: float, median: float | None, fraction: float) -> bool:
+    """Whether `rate` lies further than `fraction` (0.2: 20 %) from `median`, either way."""
+    return median is not None and median > 0 and abs(rate / median - 1.0) > fraction
+
+
 def usd_rates(con: duckdb.DuckDBPyConnection, on: date) -> dict[str, tuple[float, date, str]]:
     """Currency -> (USD per unit, rate date, source) of the newest rate held, as of `on`.
 
@@ -194,6 +224,30 @@ def usd_rates(con: duckdb.DuckDBPyConnection, on: date) -> dict[str, tuple[float
     for currency, rate, rate_date, source in rows:
         rates[currency] = (rate, rate_date, source)
     return rates
+
+
+def stale_fx_rates(
+    con: duckdb.DuckDBPyConnection, stale_after_days: float, today: date | None = None
+) -> list[tuple[str, date, int]]:
+    """(currency, newest rate date, current offers priced in it) of every currency whose newest
+    held rate is more than `stale_after_days` old on `today` (default: the UTC date), for the
+    currencies some current offer is priced in; a currency with no rate at all is not here (its
+    offers are quarantined at load)."""
+    today = today or datetime.now(UTC).date()
+    rows = con.execute(
+        """
+        with rates as (
+            select currency, max(rate_date) as rate_date from core.fx_rates group by currency
+        )
+        select o.currency, r.rate_date, count(*) as offers
+        from core.offer_prices as o inner join rates as r using (currency)
+        where o.valid_to is null and o.currency <> 'USD' and date_diff('day', r.rate_date, ?) > ?
+        group by o.currency, r.rate_date
+        order by o.currency
+        """,
+        [today, stale_after_days],
+    ).fetchall()
+    return [(currency, rate_date, offers) for currency, rate_date, offers in rows]
 
 
 # --- validation --------------------------------------------------------------------------------------
@@ -251,7 +305,10 @@ def validate(
             bad.append((reason, row))
             continue
         seen.add(offer.key)
-        row["price_usd_per_hour"] = offer.price_per_hour * rates[offer.currency][0]
+        rate, rate_date, _ = rates[offer.currency]
+        row["price_usd_per_hour"] = offer.price_per_hour * rate
+        # the rate it used, by date: the mart converts with this one (see 007_fx_bounds.sql)
+        row["fx_rate_date"] = None if offer.currency == "USD" else rate_date
         row["attributes_hash"] = _attributes_hash(row)
         good.append(row)
     return good, bad
@@ -563,7 +620,7 @@ def _merge(
             f"""
             update core.offer_prices as c
             set last_seen_at = ?, available = i.available, provider_data = i.provider_data::json,
-                scope = i.scope
+                scope = i.scope, price_usd_per_hour = i.price_usd_per_hour, fx_rate_date = i.fx_rate_date
             from incoming as i
             where c.provider = ? and c.valid_to is null and {on_incoming}
             """,
@@ -575,8 +632,8 @@ def _merge(
             insert into core.offer_prices by name
             select
                 i.provider, i.instance_type, i.region, i.zone, i.pricing_type, i.price_source,
-                i.price_per_hour, i.currency, i.price_usd_per_hour, i.gpu_name_raw, i.gpu_count,
-                i.gpu_memory_gb_raw, i.vcpus, i.ram_gb, i.billing_unit, i.available,
+                i.price_per_hour, i.currency, i.price_usd_per_hour, i.fx_rate_date, i.gpu_name_raw,
+                i.gpu_count, i.gpu_memory_gb_raw, i.vcpus, i.ram_gb, i.billing_unit, i.available,
                 i.provider_data::json as provider_data, i.attributes_hash,
                 ? as valid_from, null as valid_to, ? as first_seen_at, ? as last_seen_at,
                 ? as opened_by_run_id, null as closed_by_run_id, i.scope

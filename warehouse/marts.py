@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from warehouse.db import PACKAGE_DIR, transaction
+from warehouse.db import PACKAGE_DIR, Settings, transaction
 from warehouse.dictionary import comment_marts
 from warehouse.hardware import HardwareCatalog
 
@@ -126,11 +126,19 @@ def build_marts(
     *,
     catalog: HardwareCatalog | None = None,
     finetune: FinetuneBuilder | None = None,
+    settings: Settings | None = None,
 ) -> dict[str, int]:
-    """Rebuild staging and marts in one transaction; rows per relation built."""
+    """Rebuild staging and marts in one transaction; rows per relation built.
+
+    The SQL models read two limits from `settings` as DuckDB variables: `max_usd_per_gpu_hour`
+    (the load's absurd-price rule, applied again to the converted USD the mart publishes) and
+    `fx_stale_after_days` (`fx_rate_stale`)."""
     catalog = catalog or HardwareCatalog.load()
+    settings = settings or Settings()
     hardware = resolve_hardware(con, catalog)
     counts: dict[str, int] = {}
+    con.execute("set variable max_usd_per_gpu_hour = ?", [settings.max_usd_per_gpu_hour])
+    con.execute("set variable fx_stale_after_days = ?", [settings.fx_stale_after_days])
     with transaction(con):
         con.register("offer_hardware_frame", hardware)
         con.execute("create or replace table staging.offer_hardware as select * from offer_hardware_frame")
