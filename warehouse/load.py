@@ -19,7 +19,9 @@ from what came over the wire (`archived_responses`); both live in `warehouse.arc
    run of the provider held the same move (a change confirmed by two consecutive runs). A price
    that moved by a unit factor (`unit_factors`: the offer's GPU count, x60, x730, x100 or an
    exchange rate, within `UNIT_TOLERANCE`) is held as `unit_change` whatever its size, and no
-   repetition confirms it (a misread unit repeats identically every run): only `accept_changes`;
+   repetition confirms it (a misread unit repeats identically every run): only `accept_changes`.
+   A marketplace segment of fewer than `market_min_hosts` hosts is held (`price_jump`) for any
+   move beyond `CONFIRM_FACTOR`: one host's listing is not yet the market's price;
 4. merge into `core.offer_prices`, keyed by (provider, instance_type, region, zone, pricing_type):
    an unchanged offer only moves `last_seen_at`; a changed price or hardware closes the current
    interval and opens a new one; an offer absent from a healthy scope is closed. Offers carried
@@ -62,6 +64,9 @@ UNIT_FACTORS = (60.0, 730.0, 100.0)
 # price is a parse error (cents read as dollars, a monthly price read as hourly).
 MAX_USD_PER_GPU_HOUR = 2000.0
 
+# A marketplace segment standing on fewer host offers than this is one host's word: any move of
+# it beyond CONFIRM_FACTOR waits for the next run to confirm it (Settings.market_min_hosts).
+MARKET_MIN_HOSTS = 3
 # A rate further than this share from the median of its currency's rates over the last
 # FX_BAND_DAYS days is out of band (Settings.fx_band_fraction).
 FX_BAND_FRACTION = 0.2
@@ -132,6 +137,7 @@ class Guards:
     accept_shrink: bool = False
     accept_changes: bool = False
     fx_band_fraction: float = FX_BAND_FRACTION
+    market_min_hosts: int = MARKET_MIN_HOSTS
 
 
 # --- raw (archiving and replay: warehouse/archive.py) ----------------------------------------------
@@ -374,6 +380,14 @@ def _covered(fields: Mapping[str, Any], scopes: Sequence[Unchanged]) -> bool:
     return False
 
 
+def _thin(row: Mapping[str, Any], min_hosts: int) -> bool:
+    """Whether a row is a marketplace segment standing on fewer than `min_hosts` host offers."""
+    if row["price_source"] != "market":
+        return False
+    hosts = json.loads(row["provider_data"] or "{}").get("host_offers")
+    return isinstance(hosts, int | float) and hosts < min_hosts
+
+
 def _priced_currencies(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {c for (c,) in con.execute("select distinct currency from core.offer_prices").fetchall()}
 
@@ -510,7 +524,8 @@ def load_offers(
             row["_unit_factor"] = unit
             bad.append(("unit_change", row))
             continue
-        if same and _jumped(old.price_per_hour, row["price_per_hour"], guards.jump_factor):
+        factor = CONFIRM_FACTOR if _thin(row, guards.market_min_hosts) else guards.jump_factor
+        if same and _jumped(old.price_per_hour, row["price_per_hour"], factor):
             previous = confirmed.get(_key_text(provider, key))
             if previous is None or _jumped(previous, row["price_per_hour"], CONFIRM_FACTOR):
                 row["_old_price_per_hour"] = old.price_per_hour
