@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import polars as pl
 
 from answers import AnswerError
 from warehouse.lifecycle import closed_as_retired, provider_health
+from warehouse.load import stale_fx_rates
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 PAGE_QUERIES_DIR = Path(__file__).resolve().parent / "report" / "queries"
@@ -61,9 +62,13 @@ class Status:
     open_runs: list[OpenRun]
     health: pl.DataFrame  # one row per provider failing since its last good run (warehouse.lifecycle)
     closed_as_retired: dict[str, int]  # provider -> offers closed because it retired
+    # (currency, newest rate date, offers priced in it) whose rate is older than the setting
+    stale_fx_rates: list[tuple[str, date, int]]
 
 
-def status(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours: float) -> Status:
+def status(
+    con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours: float, fx_stale_after_days: float
+) -> Status:
     """The warehouse's runs, judged at `now`; AnswerError when none is recorded yet."""
     rel = con.sql(_sql(SQL_DIR / "provider_status.sql"))
     columns, rows = list(rel.columns), rel.fetchall()
@@ -71,7 +76,8 @@ def status(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours: flo
         raise AnswerError("no runs recorded yet; run `gpucost refresh`")
     runs = [OpenRun(*row) for row in con.execute(_sql(SQL_DIR / "open_runs.sql")).fetchall()]
     health = provider_health(con, now, stale_after_hours)
-    return Status(columns, rows, last_good(con), runs, health, closed_as_retired(con))
+    stale_rates = stale_fx_rates(con, fx_stale_after_days, now.date())
+    return Status(columns, rows, last_good(con), runs, health, closed_as_retired(con), stale_rates)
 
 
 def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:

@@ -35,6 +35,8 @@ Quirks handled:
 - `ram` is Kubernetes quantity text ("80Gi", "24Gi", "96G"); `gpu_memory_gb_raw` is its number.
 - `gpu_name_raw` is the model ("h100", "rtx4090", "pro6000se"); the instance type is
   `"<model> <ram> <interface>"`, so that instance_types seeds tell the PCIe A100/H100 from SXM.
+- A model row without `model` is quarantined alone as an unreadable row
+  (`market.read_host_rows`); only when every row is unreadable does the parse fail.
 - No `models` list, or an empty one, raises `LayoutChanged`.
 - One scope for the whole market and a laxer `shrink_limit` (see `connectors.market`).
 """
@@ -48,7 +50,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from connectors import market
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded, required_list
+from connectors.base import Excluded, Offer, RawResponse, Unchanged, excluded, required_list
 from connectors.http import Client
 
 name = "akash"
@@ -89,7 +91,7 @@ def memory_gb(ram: object) -> float | None:
 def model_offer(model: Mapping[str, Any]) -> Offer | Excluded:
     gpu = model.get("model")
     if not gpu:
-        raise LayoutChanged(f"gpu-prices model without `model`: {dict(model)!r:.300}")
+        raise market.HostRowError("gpu-prices model without `model`")
     interface = str(model.get("interface") or "").strip()
     ram = str(model.get("ram") or "").strip()
     instance = " ".join(part for part in (str(gpu), ram, interface) if part)
@@ -135,12 +137,15 @@ def model_offer(model: Mapping[str, Any]) -> Offer | Excluded:
 def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
     left_out: Counter[str] = Counter()
     for response in responses:
-        for model in models(response.json(), response.url):
-            item = model_offer(model)
+        read, unreadable = market.read_host_rows(
+            name, models(response.json(), response.url), model_offer, where=response.url, id_key="model"
+        )
+        for item in read:
             if isinstance(item, Excluded):
                 left_out[item.reason] += 1
             else:
                 yield item
+        yield from unreadable
     yield from excluded(left_out)
 
 
@@ -157,7 +162,4 @@ def _price(model: Mapping[str, Any], price: Mapping[str, Any]) -> tuple[float, s
     return value, None
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+_number = market.host_number

@@ -247,6 +247,12 @@ class RawResponse:
         try:
             return json.loads(self.read())
         except json.JSONDecodeError as exc:
+            if json_ends_early(exc):
+                raise FetchError(
+                    f"{self.url}: truncated: the JSON body ends early, mid-value at byte {exc.pos} "
+                    f"({exc.msg}): the connection or the server cut it off, the format did not "
+                    "change. Rerun later"
+                ) from exc
             raise LayoutChanged(
                 f"{self.url}: expected JSON, got {self.content_type or 'unknown content'} "
                 f"({exc.msg} at byte {exc.pos}); has the endpoint changed its format?"
@@ -346,6 +352,73 @@ class FxRate:
     rate_date: date
     usd_per_unit: float
     source: str
+
+
+# expat's codes for a document that stops before its root closes: no element found (also an
+# empty document), an unclosed token, a partial character
+_XML_ENDS_EARLY = {3, 5, 6}
+
+
+def json_ends_early(exc: json.JSONDecodeError) -> bool:
+    """Whether a JSON error says the text stopped mid-document (a cut body) rather than holding
+    something else: the error sits at the end of the text, or inside a string never closed. An
+    empty text is not cut, it is empty (the parser says so)."""
+    text = exc.doc.rstrip()
+    return bool(text) and (exc.pos >= len(text) or exc.msg.startswith("Unterminated string"))
+
+
+def ends_early(body: bytes, content_type: str = "") -> str | None:
+    """ "JSON" or "XML" when `body` is a JSON or XML document (by its content type, or its first
+    byte when the type says neither) that stops before it is complete; None when it is complete,
+    empty, or another format. The HTTP client retries such a body like a dropped connection."""
+    head = body.lstrip()[:1]
+    kind = content_type.split(";")[0].strip().lower()
+    if not head:
+        return None
+    if "json" in kind or (not kind.startswith("text/html") and head in (b"{", b"[")):
+        try:
+            json.loads(body)
+        except json.JSONDecodeError as exc:
+            return "JSON" if json_ends_early(exc) else None
+        except UnicodeDecodeError:
+            return None
+        return None
+    if "xml" in kind or body.lstrip()[:5] == b"<?xml":
+        import xml.etree.ElementTree as ET
+
+        try:
+            ET.fromstring(body)
+        except ET.ParseError as exc:
+            return "XML" if exc.code in _XML_ENDS_EARLY else None
+        return None
+    return None
+
+
+# Marks of a bot challenge served instead of the page or answer asked for: Cloudflare's "Just a
+# moment..." interstitial and its `_cf_chl_opt` options, its block page, DataDome's captcha host,
+# and the `cf-mitigated: challenge` header Cloudflare sets on a challenge.
+# (Not `/cdn-cgi/challenge-platform/` alone: Cloudflare injects that script into ordinary pages.)
+_CHALLENGE_MARKS = (
+    b"<title>just a moment...</title>",
+    b"_cf_chl_opt",
+    b"attention required! | cloudflare",
+    b"captcha-delivery.com",
+)
+
+
+def challenge_page(headers: Mapping[str, str], body: bytes) -> bool:
+    """Whether an answer is a bot-challenge page rather than the content asked for."""
+    if any(k.lower() == "cf-mitigated" and v.lower() == "challenge" for k, v in headers.items()):
+        return True
+    head = body[:20000].lower()
+    return any(mark in head for mark in _CHALLENGE_MARKS)
+
+
+CHALLENGE_HINT = (
+    "a bot challenge page answered instead (Cloudflare-style: it asks for a browser that runs its "
+    "script), so nothing was read; a scripted client cannot pass it. Rerun later or from another "
+    "network; if it persists, the provider needs another source (an API, an archived page)"
+)
 
 
 def per_hour(amount: float, unit: str) -> float:

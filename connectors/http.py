@@ -73,6 +73,7 @@ import httpcore
 import httpx
 
 from connectors.base import (
+    CHALLENGE_HINT,
     BodyFilter,
     BodyParser,
     DeadlineExceeded,
@@ -82,6 +83,8 @@ from connectors.base import (
     ReplayMiss,
     ResponseTooLarge,
     Unreachable,
+    challenge_page,
+    ends_early,
 )
 
 log = logging.getLogger(__name__)
@@ -913,7 +916,26 @@ class Client(httpx.Client):
                 read = self._read_body(
                     response, spool=spool, deadline=deadline, what=what, stream=stream, keep=keep
                 )
-                break
+                # a JSON/XML body that stops mid-document was cut off on the way (a proxy, a
+                # server that died mid-write, a length it did not send): retried like a drop
+                cut = (
+                    ends_early(read.body, response.headers.get("content-type", ""))
+                    if read.path is None and response.status_code < 300
+                    else None
+                )
+                if cut is None:
+                    break
+                if attempt >= self.retries:
+                    raise FetchError(
+                        f"{what}: truncated: retried {attempt} times, and every {cut} body ended "
+                        f"early ({len(read.body)} bytes, mid-document): the connection or the server "
+                        "cuts it off, the format did not change. Rerun later"
+                    )
+                delay = min(self.backoff * (2**attempt) * random.uniform(0.5, 1.5), 60.0)
+                if time.monotonic() + delay > deadline:
+                    _check_deadline(float("-inf"), what)
+                self.sleep(delay)
+                attempt += 1
             except httpx.TransportError as exc:
                 # the body broke off mid-way (dropped connection, peer closed early): like a
                 # connection error, worth another try while retries and time are left
@@ -929,6 +951,8 @@ class Client(httpx.Client):
             finally:
                 response.close()
         status = response.status_code
+        if read.path is None and challenge_page(response.headers, read.body):
+            raise FetchError(f"{what} answered HTTP {status} with a challenge: {CHALLENGE_HINT}")
         if status >= 400 and status not in set(ok_statuses):
             excerpt = read.body[:300].decode("utf-8", "replace").strip()
             if read.path is not None:

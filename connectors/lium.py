@@ -25,6 +25,8 @@ Quirks handled:
   counted as `Excluded("no_rentable_gpus")`.
 - A missing or unreadable `price_per_gpu_hour` (or 0, negative, NaN) is a wrong row: flagged,
   never read as "not offered" (see `connectors.market`).
+- A node without `gpu_model` / `gpu_count` is quarantined alone as an unreadable host row
+  (`market.read_host_rows`); only when every node is unreadable does the parse fail.
 - No `nodes` list, or an empty one, raises `LayoutChanged`.
 - One scope per pricing type for the whole market, and a laxer `shrink_limit`.
 """
@@ -37,7 +39,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from connectors import market
-from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, excluded, required_list
+from connectors.base import Excluded, Offer, RawResponse, Unchanged, excluded, required_list
 from connectors.http import Client
 from connectors.market import HostOffer
 
@@ -81,7 +83,7 @@ def to_hosts(node: Mapping[str, Any]) -> tuple[list[HostOffer], str | None]:
     """The host offers of one node, or none and the reason it offers nothing now."""
     gpu, total = node.get("gpu_model"), _number(node.get("gpu_count"))
     if not gpu or total is None:
-        raise LayoutChanged(f"node without `gpu_model` / `gpu_count`: {dict(node)!r:.300}")
+        raise market.HostRowError("node without `gpu_model` / `gpu_count`")
     available = _number(node.get("available_gpu_count"))
     minimum = _number(node.get("min_rentable_gpu_count")) or 1
     counts = rentable_counts(int(total), int(total if available is None else available), int(minimum))
@@ -113,25 +115,20 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
     hosts: list[HostOffer] = []
     left_out: Counter[str] = Counter()
     for response in responses:
-        for node in nodes(response.json(), response.url):
-            found, reason = to_hosts(node)
+        read, unreadable = market.read_host_rows(
+            name, nodes(response.json(), response.url), to_hosts, where=response.url
+        )
+        for found, reason in read:
             hosts.extend(found)
             if reason:
                 left_out[reason] += 1
+        yield from unreadable
     yield from market.aggregate(name, hosts)
     yield from excluded(left_out)
 
 
 def _price(node: Mapping[str, Any]) -> tuple[float, str | None]:
-    if node.get("price_per_gpu_hour") is None:
-        return math.nan, "`price_per_gpu_hour` missing"
-    value = _number(node["price_per_gpu_hour"])
-    if value is None:
-        return math.nan, f"`price_per_gpu_hour` is not a number: {node['price_per_gpu_hour']!r}"
-    return value, None  # 0, negative, NaN: market.aggregate flags them
+    return market.host_price(node, "price_per_gpu_hour")  # 0, negative, NaN: aggregate flags them
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+_number = market.host_number

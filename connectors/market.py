@@ -45,6 +45,18 @@ hosts, and each wrong host is yielded as its own flagged `Offer` (instance type 
 under the segment's own key with `problem` set and a NaN price: its last good price is kept, never
 closed (this is what a renamed price key looks like).
 
+Host rows fail alone. Connectors read their answer's host rows with `read_host_rows`: a row that
+lacks a field its offers cannot be formed without (GPU name, GPU count) raises `HostRowError` in
+the connector's reader and becomes one flagged `Offer` ("unreadable host row <id>", quarantined
+with the reason), while every other row loads; it is a wrong row, not a rule-based omission, so it
+is never `Excluded` (connectors.base, "Wrong rows"). Only when *every* row is unreadable is it the
+answer's format that changed, and `LayoutChanged` says so. `host_number` and `host_price` are the
+one reading of a host's numbers and price keys the connectors share.
+
+A segment standing on fewer hosts than `Settings.market_min_hosts` is one host's word: the
+warehouse's anomaly guard holds any move of it beyond `CONFIRM_FACTOR` until the next run
+confirms it (warehouse/load.py), whatever the jump factor allows a well-populated segment.
+
 Scopes and the shrink guard. Segment counts swing with the market: a country's only RTX 4090
 host goes, and its segment vanishes with it. So market connectors put every segment of one
 pricing type in ONE scope (`market_scope`, e.g. `"market:on_demand"`), which fails only as a
@@ -55,10 +67,13 @@ run, against 50 % for catalogs). A drop to zero segments is still an empty scope
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from connectors.base import Offer, PriceSource, PricingType
+from connectors.base import LayoutChanged, Offer, PriceSource, PricingType
+
+T = TypeVar("T")
 
 # Share of a market scope's segments that may vanish in one run before the scope is held
 # (catalogs use connectors.base.SHRINK_LIMIT, 0.5). Markets lose and regain thin segments
@@ -304,3 +319,80 @@ def _is_finite(price: object) -> bool:
 
 def _as_nan(price: float) -> float:
     return price if isinstance(price, int | float) else math.nan
+
+
+# --- host rows ------------------------------------------------------------------------------------------
+
+
+class HostRowError(ValueError):
+    """One host row lacks what its offers cannot be formed without; that row is wrong, not the answer."""
+
+
+def host_number(value: object) -> float | None:
+    """A host row's JSON number as a float; None for anything else (strings and booleans too)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def host_price(row: Mapping[str, Any], key: str) -> tuple[float, str | None]:
+    """(price, problem) of a host row's price key: NaN and the problem when it is missing or not a
+    number; 0, negative and NaN values come back as read (`aggregate` flags them)."""
+    if row.get(key) is None:
+        return math.nan, f"`{key}` missing"
+    value = host_number(row[key])
+    if value is None:
+        return math.nan, f"`{key}` is not a number: {row[key]!r}"
+    return value, None
+
+
+def read_host_rows(
+    provider: str,
+    rows: Sequence[Any],
+    read: Callable[[Mapping[str, Any]], T],
+    *,
+    where: str,
+    pricing_type: PricingType = "on_demand",
+    id_key: str = "id",
+) -> tuple[list[T], list[Offer]]:
+    """(what `read` made of each readable row, one flagged `Offer` per unreadable row).
+
+    A row is unreadable when it is not a JSON object or `read` raises `HostRowError`. If every
+    row is, the answer's format changed: `LayoutChanged` names the first reason and `where`.
+    """
+    done: list[T] = []
+    flagged: list[Offer] = []
+    for index, row in enumerate(rows):
+        try:
+            if not isinstance(row, Mapping):
+                raise HostRowError(f"host row is not an object: {row!r:.100}")
+            done.append(read(row))
+        except HostRowError as exc:
+            flagged.append(_unreadable(provider, row, index, str(exc), pricing_type, id_key))
+    if flagged and not done:
+        raise LayoutChanged(
+            f"{where}: every one of {len(flagged)} host rows is unreadable ({flagged[0].problem}); "
+            "has the source changed its format?"
+        )
+    return done, flagged
+
+
+def _unreadable(
+    provider: str, row: object, index: int, reason: str, pricing_type: PricingType, id_key: str
+) -> Offer:
+    host_id = row.get(id_key) if isinstance(row, Mapping) else None
+    label = f"{host_id}" if host_id is not None else f"#{index}"
+    return Offer(
+        provider=provider,
+        instance_type=f"unreadable host row {label}",
+        region="unknown",
+        pricing_type=pricing_type,
+        price_source="market",
+        price_per_hour=math.nan,
+        currency="USD",
+        gpu_name_raw=None,
+        gpu_count=0.0,
+        scope=market_scope(pricing_type),
+        problem=f"host row unreadable: {reason}",
+        provider_data={"host_id": host_id, "row": f"{row!r:.300}"},
+    )

@@ -34,6 +34,9 @@ Quirks handled:
   as "not offered". Unit prices of 0 are taken as free (hosts may include RAM).
 - The GPU's memory comes from its `v0Name` ("...-24gb"); `gpu_name_raw` is the `v0Name`
   (tensordock-scoped aliases map it).
+- A hostnode without `available_resources.gpus`, or a GPU without `v0Name`, is quarantined alone
+  as an unreadable host row (`market.read_host_rows`); only when every row is unreadable does the
+  parse fail.
 - No `data.hostnodes` list raises `LayoutChanged`; so does an empty one.
 - One scope for the whole market and a laxer `shrink_limit`.
 """
@@ -51,7 +54,6 @@ from connectors import market
 from connectors.base import (
     HOURS_PER_UNIT,
     Excluded,
-    LayoutChanged,
     Offer,
     RawResponse,
     Unchanged,
@@ -100,7 +102,7 @@ def to_hosts(node: Mapping[str, Any]) -> tuple[list[HostOffer], Counter[str]]:
     """The host offers of one node (per GPU model and count), and what it left out."""
     resources = node.get("available_resources")
     if not isinstance(resources, dict) or not isinstance(resources.get("gpus"), list):
-        raise LayoutChanged(f"hostnode without `available_resources.gpus`: {dict(node)!r:.300}")
+        raise market.HostRowError("hostnode without `available_resources.gpus`")
     location = node.get("location") if isinstance(node.get("location"), dict) else {}
     pricing = node.get("pricing") if isinstance(node.get("pricing"), dict) else {}
     units = {key: _number(pricing.get(key)) for key in _UNIT_PRICES}
@@ -114,7 +116,7 @@ def to_hosts(node: Mapping[str, Any]) -> tuple[list[HostOffer], Counter[str]]:
     for gpu in resources["gpus"]:
         v0 = gpu.get("v0Name") if isinstance(gpu, dict) else None
         if not v0:
-            raise LayoutChanged(f"hostnode gpu without `v0Name`: {gpu!r:.200}")
+            raise market.HostRowError(f"hostnode gpu without `v0Name`: {gpu!r:.200}")
         count = _number(gpu.get("availableCount"))
         counts = [n for n in GPU_COUNTS if count is not None and n <= count]
         if not counts:
@@ -162,10 +164,12 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
     hosts: list[HostOffer] = []
     left_out: Counter[str] = Counter()
     for response in responses:
-        for node in hostnodes(response.json(), response.url):
-            found, skipped = to_hosts(node)
+        rows = hostnodes(response.json(), response.url)
+        read, unreadable = market.read_host_rows(name, rows, to_hosts, where=response.url)
+        for found, skipped in read:
             hosts.extend(found)
             left_out.update(skipped)
+        yield from unreadable
     for offer in market.aggregate(name, hosts):
         yield _with_bundle(offer)
     yield from excluded(left_out)
@@ -186,7 +190,4 @@ def _gpu_price(gpu: Mapping[str, Any]) -> tuple[float, str | None]:
     return value, None
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+_number = market.host_number

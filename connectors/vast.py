@@ -39,6 +39,8 @@ Quirks handled:
 - A host whose `dph_total` / `min_bid` is absent, null, NaN, 0 or negative is a wrong row: it is
   flagged (see `connectors.market`), never read as "not offered" and never averaged in.
 - `cpu_ram` is the whole machine's; the offer's share is `cpu_ram * cpu_cores_effective / cpu_cores`.
+- A host offer without `gpu_name` / `num_gpus` is quarantined alone as an unreadable host row
+  (`market.read_host_rows`); only when every row is unreadable does the parse fail.
 - No `offers` list raises `LayoutChanged`; an empty list does too, so that a transient empty answer
   cannot read as "the market is gone" (the guards would hold it anyway).
 - One scope per pricing type for the whole market and a laxer `shrink_limit`: segment counts swing
@@ -48,14 +50,12 @@ Quirks handled:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from connectors import market
 from connectors.base import (
     Degraded,
-    LayoutChanged,
     Offer,
     PricingType,
     RawResponse,
@@ -131,7 +131,7 @@ def to_hosts(offer: Mapping[str, Any]) -> Iterator[HostOffer]:
     gpu = offer.get("gpu_name")
     count = _number(offer.get("num_gpus"))
     if not gpu or count is None:
-        raise LayoutChanged(f"bundles offer without `gpu_name` / `num_gpus`: {dict(offer)!r:.300}")
+        raise market.HostRowError("bundles offer without `gpu_name` / `num_gpus`")
     memory = _number(offer.get("gpu_ram"))
     cores, effective = _number(offer.get("cpu_cores")), _number(offer.get("cpu_cores_effective"))
     machine_ram = _number(offer.get("cpu_ram"))
@@ -166,12 +166,15 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Degr
     hosts: list[HostOffer] = []
     capped: list[Degraded] = []
     for response in responses:
-        offers = host_offers(response.json(), response.url)
+        rows = host_offers(response.json(), response.url)
         limit = requested_limit(response.request_body)
-        if len(offers) >= limit:
-            capped.append(capped_answer(len(offers), limit))
-        for offer in offers:
-            hosts.extend(to_hosts(offer))
+        if len(rows) >= limit:
+            capped.append(capped_answer(len(rows), limit))
+        read, unreadable = market.read_host_rows(
+            name, rows, lambda row: list(to_hosts(row)), where=response.url
+        )
+        hosts.extend(host for found in read for host in found)
+        yield from unreadable
     yield from market.aggregate(name, hosts)
     yield from capped
 
@@ -199,16 +202,5 @@ def capped_answer(count: int, limit: int) -> Degraded:
     )
 
 
-def _price(offer: Mapping[str, Any], key: str) -> tuple[float, str | None]:
-    if key not in offer or offer[key] is None:
-        return math.nan, f"`{key}` missing"
-    value = _number(offer[key])
-    if value is None:
-        return math.nan, f"`{key}` is not a number: {offer[key]!r}"
-    return value, None  # 0, negative, NaN: market.aggregate flags them
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+_price = market.host_price  # 0, negative, NaN come back as read: market.aggregate flags them
+_number = market.host_number

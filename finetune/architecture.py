@@ -12,6 +12,7 @@ no gating and its config says `mlp_type`/`ffn_type` otherwise; T5 reads `feed_fo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
@@ -231,7 +232,13 @@ def model_from_hf_config(config: Mapping[str, object], model_id: str) -> ModelSp
         value = _first(config, *keys, default=default)
         if value is None:
             raise ValueError(f"{model_id}: config.json has none of {keys}; cannot size the model")
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        # an infinite value (JSON's 1e400) has no int(): it must fail as one line, not OverflowError
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value != int(value)
+        ):
             raise ValueError(f"{model_id}: config.json {keys[0]}={value!r} is not a whole number")
         return int(value)
 

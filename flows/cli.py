@@ -601,7 +601,9 @@ def status() -> None:
     settings = Settings()
     con = _read_only()
     try:
-        answer = answers_status.status(con, datetime.now(UTC), settings.stale_after_hours)
+        answer = answers_status.status(
+            con, datetime.now(UTC), settings.stale_after_hours, settings.fx_stale_after_days
+        )
     except AnswerError as exc:
         raise _fail(str(exc)) from None
     finally:
@@ -633,6 +635,13 @@ def status() -> None:
             f"{retirement.source}); {answer.closed_as_retired.get(provider, 0)} offers closed as retired",
             soft_wrap=True,
             highlight=False,
+        )
+    for currency, rate_date, offers in answer.stale_fx_rates:
+        console.print(
+            f"warning: the {currency} exchange rate is from {rate_date:%Y-%m-%d}, older than "
+            f"GPUCOST_FX_STALE_AFTER_DAYS; {offers} offer(s) priced in {currency} are converted with it "
+            "(marts.gpu_offers.fx_rate_stale). Check the ecb provider's last run above and refresh it",
+            soft_wrap=True,
         )
 
 

@@ -280,6 +280,8 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
         max_usd_per_gpu_hour=settings.max_usd_per_gpu_hour,
         accept_shrink=plan.accept_shrink,
         accept_changes=plan.accept_changes or settings.accept_changes,
+        fx_band_fraction=settings.fx_band_fraction,
+        market_min_hosts=settings.market_min_hosts,
     )
     env = environment()
     if not plan.replay:

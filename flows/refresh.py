@@ -32,6 +32,7 @@ from prefect.states import Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.orchestration import RefreshPlan, RefreshSummary, describe_batch, run_refresh
+from warehouse.db import WarehouseError
 from warehouse.pipeline import ProviderBatch
 
 T = TypeVar("T")
@@ -154,7 +155,13 @@ def refresh(
     accept_shrink / accept_changes: publish scopes that shrank and price jumps the guards would hold.
     """
     plan = RefreshPlan(providers, replay, record, accept_shrink, accept_changes, home, feeds_dir)
-    return final_state(run_refresh(plan, PrefectRunner()))
+    try:
+        summary = run_refresh(plan, PrefectRunner())
+    except WarehouseError as exc:
+        # a condition the user acts on (a busy or unreadable warehouse), not a bug: a failed flow
+        # run saying it in one line; raised, Prefect's engine would log a traceback to the terminal
+        return Failed(message=f"{type(exc).__name__}: {exc}", data=exc)
+    return final_state(summary)
 
 
 def final_state(summary: RefreshSummary) -> State:

@@ -151,8 +151,8 @@ def test_plain_files_written_before_compression_stay_readable_and_are_reused(tmp
         "'application/json', '{}', ?, ?, ?)",
         [T0, len(body), sha(body), f"{sha(body)[:2]}/{sha(body)}"],
     )
-    # 004 first, then any later migration (005_provider_lifecycle, ...)
-    assert migrate(con)[0] == "004_raw_archive.sql"
+    applied = migrate(con)  # 004 and every later migration, in order
+    assert applied[0] == "004_raw_archive.sql" and applied == sorted(applied)
     (old_response,) = archived_responses(con, tmp_path / "raw", "r0", "vast")
     assert (old_response.body, old_response.url, old_response.status) == (body, "https://x.test/o", 200)
     land_raw(con, tmp_path / "raw", "r1", "vast", [response("https://x.test/o", body)])

@@ -629,3 +629,42 @@ def test_deploy_registers_every_deployment_on_the_pool_asked_for(prefect_harness
             ):
                 client.delete_deployment(deployment.id)
             client.delete_work_pool(pool)
+
+
+# The command, in its own process, with the warehouse taken after the command's own checks, inside
+# the flow run (as `_busy` above does in-process): the flow-run log goes to that process's terminal.
+BUSY_IN_THE_FLOW = """
+import sys
+import flows.orchestration as orchestration
+from warehouse.db import WarehouseBusy
+
+def busy(path):
+    raise WarehouseBusy(f"the warehouse {path} is in use by another process (process 4242); try again")
+
+orchestration.open_warehouse = busy
+from flows.cli import app
+sys.argv = ["gpucost", *sys.argv[1:]]
+app()
+"""
+
+
+def test_a_warehouse_busy_inside_a_prefect_flow_run_prints_no_traceback(prefect_harness, home: Path):
+    """The issue's case: with a Prefect API configured, Prefect's engine logged the flow's
+    WarehouseBusy with a full traceback on the terminal, above the command's one line."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-c", BUSY_IN_THE_FLOW, "refresh", "--providers", "oci", "--replay", str(REPLAY)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO,
+    )
+    output = done.stdout + done.stderr
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "in use by another process (process 4242)" in errors[0], output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert "Finished in state Failed('WarehouseBusy: the warehouse" in output  # the flow run says why
+    assert done.returncode == 1

@@ -51,6 +51,17 @@ class Settings(BaseSettings):
     price_jump_factor: float = 3.0
     max_usd_per_gpu_hour: float = 2000.0
     accept_changes: bool = False  # publish held price jumps (the CLI's --accept-changes)
+    # exchange rates (warehouse/pipeline.py `_load_rates`): a rate further than this share from the
+    # median of its currency's last 30 days of rates is quarantined and no repetition confirms it
+    # (a wrong rate is a misplaced decimal or an inverted quote: 10x or more, never 20 %; a real
+    # move beyond the band waits for --accept-changes, with the prices on the last good rate)
+    fx_band_fraction: float = 0.2
+    # a rate older than this is stale: marts.gpu_offers.fx_rate_stale, and `gpucost status` warns
+    # (the ECB publishes every TARGET working day; a week covers Easter's four-day closure)
+    fx_stale_after_days: float = 7.0
+    # marketplaces (connectors/market.py): a segment standing on fewer hosts than this moves no
+    # more than the anomaly guard allows, whatever one host asks
+    market_min_hosts: int = 3
     # raw archive (warehouse/archive.py): bodies of runs that changed no price are kept this long
     raw_retention_days: int = 30
     # sent with every request to a provider: who asks and where to reach them (connectors/http.py)

@@ -103,6 +103,13 @@ _COLUMNS: tuple[Column, ...] = (
     _c("fx_rate_date", "DATE", "date", "Day of the reference rate used; null for USD prices."),
     _c("fx_source", "VARCHAR", "", "Who published the reference rate (ECB); null for USD prices."),
     _c(
+        "fx_rate_stale",
+        "BOOLEAN",
+        "",
+        "True when the rate used is older than GPUCOST_FX_STALE_AFTER_DAYS (7): the price may be off "
+        "by the currency's move since; false for USD prices.",
+    ),
+    _c(
         "price_is_from",
         "BOOLEAN",
         "",

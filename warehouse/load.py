@@ -16,7 +16,12 @@ from what came over the wire (`archived_responses`); both live in `warehouse.arc
    `degraded`; the other scopes load. If no scope loads, the run is `rejected`;
 3. anomaly guard: a price that moved more than `jump_factor` (either way) from its current value is
    held and quarantined as `price_jump` with both values, unless `accept_changes` or the previous
-   run of the provider held the same move (a change confirmed by two consecutive runs);
+   run of the provider held the same move (a change confirmed by two consecutive runs). A price
+   that moved by a unit factor (`unit_factors`: the offer's GPU count, x60, x730, x100 or an
+   exchange rate, within `UNIT_TOLERANCE`) is held as `unit_change` whatever its size, and no
+   repetition confirms it (a misread unit repeats identically every run): only `accept_changes`.
+   A marketplace segment of fewer than `market_min_hosts` hosts is held (`price_jump`) for any
+   move beyond `CONFIRM_FACTOR`: one host's listing is not yet the market's price;
 4. merge into `core.offer_prices`, keyed by (provider, instance_type, region, zone, pricing_type):
    an unchanged offer only moves `last_seen_at`; a changed price or hardware closes the current
    interval and opens a new one; an offer absent from a healthy scope is closed. Offers carried
@@ -31,7 +36,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 import duckdb
@@ -45,9 +50,27 @@ from warehouse.db import transaction
 JUMP_FACTOR = 3.0
 # Two held prices within this factor of each other are the same move, confirmed by a second run.
 CONFIRM_FACTOR = 1.1
+# A move within this relative distance of a unit factor is a unit change. Prices are published to
+# at least three significant digits ($1.99, $0.439, $27.20), so a price recomputed in another
+# unit lands within half a unit of its last digit, <= 0.5 % of the price, of the exact factor:
+# 0.5 % catches every such misreading. It also holds an ordinary move that happens to land within
+# 0.5 % of exactly 2x on a 2-GPU box (or of the EUR/USD rate): that costs one offer one
+# `--accept-changes`, while publishing a per-GPU price as the instance's costs every reader.
+UNIT_TOLERANCE = 0.005
+# Time and money units a price can be misread in: per minute (60 per hour), per month (730 h,
+# connectors.base.HOURS_PER_UNIT) and cents (100 per dollar).
+UNIT_FACTORS = (60.0, 730.0, 100.0)
 # No GPU rents for more than this per GPU-hour (a GB200 NVL72 rack is ~$42/GPU-h): above it a
 # price is a parse error (cents read as dollars, a monthly price read as hourly).
 MAX_USD_PER_GPU_HOUR = 2000.0
+
+# A marketplace segment standing on fewer host offers than this is one host's word: any move of
+# it beyond CONFIRM_FACTOR waits for the next run to confirm it (Settings.market_min_hosts).
+MARKET_MIN_HOSTS = 3
+# A rate further than this share from the median of its currency's rates over the last
+# FX_BAND_DAYS days is out of band (Settings.fx_band_fraction).
+FX_BAND_FRACTION = 0.2
+FX_BAND_DAYS = 30
 
 _OFFER_COLUMNS = {
     "provider": pl.String,
@@ -59,6 +82,7 @@ _OFFER_COLUMNS = {
     "price_per_hour": pl.Float64,
     "currency": pl.String,
     "price_usd_per_hour": pl.Float64,
+    "fx_rate_date": pl.Date,
     "gpu_name_raw": pl.String,
     "gpu_count": pl.Float64,
     "gpu_memory_gb_raw": pl.Float64,
@@ -112,6 +136,8 @@ class Guards:
     max_usd_per_gpu_hour: float = MAX_USD_PER_GPU_HOUR
     accept_shrink: bool = False
     accept_changes: bool = False
+    fx_band_fraction: float = FX_BAND_FRACTION
+    market_min_hosts: int = MARKET_MIN_HOSTS
 
 
 # --- raw (archiving and replay: warehouse/archive.py) ----------------------------------------------
@@ -164,6 +190,29 @@ def load_fx_rates(
     return len(rows)
 
 
+def fx_band_median(
+    con: duckdb.DuckDBPyConnection, currency: str, on: date, days: int = FX_BAND_DAYS
+) -> float | None:
+    """Median USD per unit of `currency` over the `days` days of rates held up to its newest rate
+    before `on` (the rate's own day excluded: a rate is judged by its history, not by itself; the
+    window ends at the newest earlier rate, so a gap in the history does not unbound it); None
+    when the currency has no earlier rate at all. Only rates that passed the guards are held."""
+    (median,) = con.execute(
+        """
+        with history as (select * from core.fx_rates where currency = ? and rate_date <= ?)
+        select median(usd_per_unit) from history
+        where rate_date >= (select max(rate_date) from history) - to_days(?)
+        """,
+        [currency.upper(), on, days],
+    ).fetchall()[0]
+    return median
+
+
+def out_of_band(rate: float, median: float | None, fraction: float) -> bool:
+    """Whether `rate` lies further than `fraction` (0.2: 20 %) from `median`, either way."""
+    return median is not None and median > 0 and abs(rate / median - 1.0) > fraction
+
+
 def usd_rates(con: duckdb.DuckDBPyConnection, on: date) -> dict[str, tuple[float, date, str]]:
     """Currency -> (USD per unit, rate date, source) of the newest rate held, as of `on`.
 
@@ -181,6 +230,30 @@ def usd_rates(con: duckdb.DuckDBPyConnection, on: date) -> dict[str, tuple[float
     for currency, rate, rate_date, source in rows:
         rates[currency] = (rate, rate_date, source)
     return rates
+
+
+def stale_fx_rates(
+    con: duckdb.DuckDBPyConnection, stale_after_days: float, today: date | None = None
+) -> list[tuple[str, date, int]]:
+    """(currency, newest rate date, current offers priced in it) of every currency whose newest
+    held rate is more than `stale_after_days` old on `today` (default: the UTC date), for the
+    currencies some current offer is priced in; a currency with no rate at all is not here (its
+    offers are quarantined at load)."""
+    today = today or datetime.now(UTC).date()
+    rows = con.execute(
+        """
+        with rates as (
+            select currency, max(rate_date) as rate_date from core.fx_rates group by currency
+        )
+        select o.currency, r.rate_date, count(*) as offers
+        from core.offer_prices as o inner join rates as r using (currency)
+        where o.valid_to is null and o.currency <> 'USD' and date_diff('day', r.rate_date, ?) > ?
+        group by o.currency, r.rate_date
+        order by o.currency
+        """,
+        [today, stale_after_days],
+    ).fetchall()
+    return [(currency, rate_date, offers) for currency, rate_date, offers in rows]
 
 
 # --- validation --------------------------------------------------------------------------------------
@@ -238,7 +311,10 @@ def validate(
             bad.append((reason, row))
             continue
         seen.add(offer.key)
-        row["price_usd_per_hour"] = offer.price_per_hour * rates[offer.currency][0]
+        rate, rate_date, _ = rates[offer.currency]
+        row["price_usd_per_hour"] = offer.price_per_hour * rate
+        # the rate it used, by date: the mart converts with this one (see 007_fx_bounds.sql)
+        row["fx_rate_date"] = None if offer.currency == "USD" else rate_date
         row["attributes_hash"] = _attributes_hash(row)
         good.append(row)
     return good, bad
@@ -263,16 +339,18 @@ class _Current:
     price_per_hour: float
     currency: str
     fields: Mapping[str, Any]
+    price_usd_per_hour: float | None = None
+    gpu_count: float | None = None
 
 
 def _current_offers(con: duckdb.DuckDBPyConnection, provider: str) -> dict[Key, _Current]:
     rows = con.execute(
-        "select instance_type, region, zone, pricing_type, price_source, scope, price_per_hour, currency "
-        "from core.offer_prices where provider = ? and valid_to is null",
+        "select instance_type, region, zone, pricing_type, price_source, scope, price_per_hour, currency, "
+        "price_usd_per_hour, gpu_count from core.offer_prices where provider = ? and valid_to is null",
         [provider],
     ).fetchall()
     current = {}
-    for instance_type, region, zone, pricing_type, source, scope, price, currency in rows:
+    for instance_type, region, zone, pricing_type, source, scope, price, currency, usd, count in rows:
         fields = {
             "instance_type": instance_type,
             "region": region,
@@ -281,7 +359,9 @@ def _current_offers(con: duckdb.DuckDBPyConnection, provider: str) -> dict[Key, 
             "price_source": source,
             "scope": scope,
         }
-        current[(instance_type, region, zone, pricing_type)] = _Current(scope, price, currency, fields)
+        current[(instance_type, region, zone, pricing_type)] = _Current(
+            scope, price, currency, fields, usd, count
+        )
     return current
 
 
@@ -298,6 +378,18 @@ def _covered(fields: Mapping[str, Any], scopes: Sequence[Unchanged]) -> bool:
         if all(fields[k] == v for k, v in unchanged.scope.items()):
             return True
     return False
+
+
+def _thin(row: Mapping[str, Any], min_hosts: int) -> bool:
+    """Whether a row is a marketplace segment standing on fewer than `min_hosts` host offers."""
+    if row["price_source"] != "market":
+        return False
+    hosts = json.loads(row["provider_data"] or "{}").get("host_offers")
+    return isinstance(hosts, int | float) and hosts < min_hosts
+
+
+def _priced_currencies(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {c for (c,) in con.execute("select distinct currency from core.offer_prices").fetchall()}
 
 
 def held_moves(con: duckdb.DuckDBPyConnection, provider: str, run_id: str) -> dict[str, float]:
@@ -318,6 +410,40 @@ def held_moves(con: duckdb.DuckDBPyConnection, provider: str, run_id: str) -> di
         [provider, run_id, provider],
     ).fetchall()
     return {key: price for key, price in rows if key is not None and price is not None}
+
+
+def unit_factors(
+    gpu_counts: Iterable[float | None], rates: Mapping[str, float], currency: str
+) -> dict[str, float]:
+    """Name -> factor of every unit change a price in `currency` could suffer: a GPU count (a
+    per-GPU price read as the instance's, or back), x60, x730, x100, and the exchange rate of each
+    other currency in `rates` (USD per unit) against `currency` (a price read in the wrong
+    currency). Factors of 1 (a one-GPU box, a currency at par) are no unit change and are left out.
+    """
+    factors = {f"x{f:g}": f for f in UNIT_FACTORS}
+    for count in gpu_counts:
+        if count is not None and math.isfinite(count) and count > 1:
+            factors[f"{count:g} GPUs"] = float(count)
+    own = rates.get(currency)
+    for other, rate in rates.items():
+        if other != currency and own and rate > 0 and math.isfinite(rate):
+            factors[f"{other}/{currency}"] = rate / own
+    return {name: f for name, f in factors.items() if abs(f - 1.0) > UNIT_TOLERANCE}
+
+
+def unit_change(old: float, new: float, factors: Mapping[str, float]) -> str | None:
+    """The unit factor (`unit_factors`) that `new / old` matches, up or down, within
+    `UNIT_TOLERANCE`; None when the move is no unit change. "x100" for a price 100x up,
+    "/8 GPUs" for one 8x down."""
+    if not (old > 0 and new > 0 and math.isfinite(old) and math.isfinite(new)):
+        return None
+    ratio = new / old
+    for name, factor in sorted(factors.items()):
+        if abs(ratio / factor - 1.0) <= UNIT_TOLERANCE:
+            return name if name.startswith("x") else f"x{name}"
+        if abs(ratio * factor - 1.0) <= UNIT_TOLERANCE:
+            return f"/{name[1:]}" if name.startswith("x") else f"/{name}"
+    return None
 
 
 def jumped(old: float, new: float, factor: float) -> bool:
@@ -347,7 +473,8 @@ def load_offers(
     guards = guards or Guards(accept_shrink=accept_shrink)
     if accept_shrink and not guards.accept_shrink:
         guards = replace(guards, accept_shrink=True)
-    good, bad = validate(offers, usd_rates(con, now.date()), guards)
+    rates = usd_rates(con, now.date())
+    good, bad = validate(offers, rates, guards)
     result = LoadResult(status="ok", offers_parsed=len(good) + len(bad))
     current = _current_offers(con, provider)
     carried = {k for k, c in current.items() if unchanged and _covered(c.fields, unchanged)}
@@ -373,19 +500,32 @@ def load_offers(
 
     # 3. anomaly guard, over the rows of healthy scopes
     confirmed = held_moves(con, provider, run_id) if not guards.accept_changes else {}
+    # exchange rates a price could be misread by: those of the currencies offers are priced in
+    priced = _priced_currencies(con) | {row["currency"] for row in good}
+    fx = {c: rate for c, (rate, _, _) in rates.items() if c in priced}
     loadable: list[dict[str, Any]] = []
     for row in good:
         if row["scope"] in held_scopes:
             continue
         key = _key(row)
         old = current.get(key)
-        moved = (
-            old is not None
-            and old.currency == row["currency"]
-            and not guards.accept_changes
-            and _jumped(old.price_per_hour, row["price_per_hour"], guards.jump_factor)
-        )
-        if moved and old is not None:  # moved implies old; said again for the type checker
+        if old is None or guards.accept_changes:
+            loadable.append(row)
+            continue
+        # a currency that changed is compared in USD: the number alone says nothing
+        same = old.currency == row["currency"]
+        price_before = old.price_per_hour if same else old.price_usd_per_hour
+        price_after = row["price_per_hour"] if same else row["price_usd_per_hour"]
+        factors = unit_factors((row["gpu_count"], old.gpu_count), fx, row["currency"])
+        unit = unit_change(price_before, price_after, factors) if price_before is not None else None
+        if unit is not None:
+            row["_old_price_per_hour"] = old.price_per_hour
+            row["_old_currency"] = old.currency
+            row["_unit_factor"] = unit
+            bad.append(("unit_change", row))
+            continue
+        factor = CONFIRM_FACTOR if _thin(row, guards.market_min_hosts) else guards.jump_factor
+        if same and _jumped(old.price_per_hour, row["price_per_hour"], factor):
             previous = confirmed.get(_key_text(provider, key))
             if previous is None or _jumped(previous, row["price_per_hour"], CONFIRM_FACTOR):
                 row["_old_price_per_hour"] = old.price_per_hour
@@ -441,13 +581,17 @@ def _quarantine(
         details = None
         if "_old_price_per_hour" in row:
             row = dict(row)
-            details = json.dumps(
-                {
-                    "old_price_per_hour": row.pop("_old_price_per_hour"),
-                    "new_price_per_hour": row["price_per_hour"],
-                    "currency": row["currency"],
+            explained = {
+                "old_price_per_hour": row.pop("_old_price_per_hour"),
+                "new_price_per_hour": row["price_per_hour"],
+                "currency": row["currency"],
+            }
+            if "_unit_factor" in row:
+                explained |= {
+                    "old_currency": row.pop("_old_currency"),
+                    "unit_factor": row.pop("_unit_factor"),
                 }
-            )
+            details = json.dumps(explained)
         offer_key = _key_text(provider, _key(row)) if row.get("instance_type") is not None else None
         rows.append((run_id, provider, now, reason, json.dumps(row, default=str), offer_key, details))
     con.executemany("insert into ops.quarantine values (?, ?, ?, ?, ?, ?, ?)", rows)
@@ -491,7 +635,7 @@ def _merge(
             f"""
             update core.offer_prices as c
             set last_seen_at = ?, available = i.available, provider_data = i.provider_data::json,
-                scope = i.scope
+                scope = i.scope, price_usd_per_hour = i.price_usd_per_hour, fx_rate_date = i.fx_rate_date
             from incoming as i
             where c.provider = ? and c.valid_to is null and {on_incoming}
             """,
@@ -503,8 +647,8 @@ def _merge(
             insert into core.offer_prices by name
             select
                 i.provider, i.instance_type, i.region, i.zone, i.pricing_type, i.price_source,
-                i.price_per_hour, i.currency, i.price_usd_per_hour, i.gpu_name_raw, i.gpu_count,
-                i.gpu_memory_gb_raw, i.vcpus, i.ram_gb, i.billing_unit, i.available,
+                i.price_per_hour, i.currency, i.price_usd_per_hour, i.fx_rate_date, i.gpu_name_raw,
+                i.gpu_count, i.gpu_memory_gb_raw, i.vcpus, i.ram_gb, i.billing_unit, i.available,
                 i.provider_data::json as provider_data, i.attributes_hash,
                 ? as valid_from, null as valid_to, ? as first_seen_at, ? as last_seen_at,
                 ? as opened_by_run_id, null as closed_by_run_id, i.scope

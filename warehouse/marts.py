@@ -143,17 +143,23 @@ def build_marts(
     finetune: FinetuneBuilder | None = None,
     now: datetime | None = None,
     stale_after_hours: float | None = None,
+    settings: Settings | None = None,
 ) -> dict[str, int]:
     """Rebuild staging and marts in one transaction; rows per relation built.
 
     Staleness is judged as of `now` (default: the time of the call) with `stale_after_hours`
-    (default: the setting)."""
+    (default: the setting). The SQL models read two limits from `settings` as DuckDB variables:
+    `max_usd_per_gpu_hour` (the load's absurd-price rule, applied again to the converted USD the
+    mart publishes) and `fx_stale_after_days` (`fx_rate_stale`)."""
     catalog = catalog or HardwareCatalog.load()
+    settings = settings or Settings()
     hardware = resolve_hardware(con, catalog)
     if stale_after_hours is None:
-        stale_after_hours = Settings().stale_after_hours
+        stale_after_hours = settings.stale_after_hours
     health = provider_health(con, now or datetime.now(UTC), stale_after_hours)
     counts: dict[str, int] = {}
+    con.execute("set variable max_usd_per_gpu_hour = ?", [settings.max_usd_per_gpu_hour])
+    con.execute("set variable fx_stale_after_days = ?", [settings.fx_stale_after_days])
     with transaction(con):
         for table, frame in (("offer_hardware", hardware), ("provider_health", health)):
             con.register(f"{table}_frame", frame)

@@ -53,14 +53,17 @@ from connectors.http import Client, provider_deadline, redact, remove_spooled
 from warehouse.lifecycle import retired
 from warehouse.load import (
     CONFIRM_FACTOR,
+    FX_BAND_DAYS,
     JUMP_FACTOR,
     Guards,
     LoadResult,
+    fx_band_median,
     held_moves,
     jumped,
     land_raw,
     load_fx_rates,
     load_offers,
+    out_of_band,
 )
 
 LOADED = ("ok", "degraded")  # provider run statuses whose offers were (at least partly) published
@@ -334,7 +337,7 @@ def land(
     if batch.status == "fetched":
         now = datetime.now(UTC)
         if batch.fx_rates:
-            result = _load_rates(con, run_id, batch, now)
+            result = _load_rates(con, run_id, batch, now, guards)
         else:
             result = load_offers(
                 con, run_id, batch.provider, batch.offers, batch.unchanged, now=now, guards=guards
@@ -399,11 +402,22 @@ def land(
 
 
 def _load_rates(
-    con: duckdb.DuckDBPyConnection, run_id: str, batch: ProviderBatch, now: datetime
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    batch: ProviderBatch,
+    now: datetime,
+    guards: Guards | None = None,
 ) -> LoadResult:
     """A reference-rate source's batch into core.fx_rates. A rate that is not a finite positive
     number, or moved more than the anomaly guard's factor from the newest stored rate of its
-    currency, is quarantined and not used."""
+    currency, is quarantined and not used.
+
+    A rate outside `guards.fx_band_fraction` of the median of its currency's last `FX_BAND_DAYS`
+    days is quarantined as `fx_out_of_band`, and no repetition confirms it: a wrong rate (a
+    misplaced decimal, an inverted quote) comes back identical every run, and the mart would
+    convert every price in that currency with it. Only `accept_changes` publishes it. A currency
+    with no rate in the window is judged by the jump guard alone."""
+    guards = guards or Guards()
     newest = dict(
         con.execute(
             "select currency, usd_per_unit from core.fx_rates "
@@ -422,7 +436,17 @@ def _load_rates(
             rate.usd_per_unit <= 0
         ):
             bad.append(("rate is not a finite positive number", rate, None))
-        elif old and jumped(old, rate.usd_per_unit, JUMP_FACTOR):
+            continue
+        median = fx_band_median(con, rate.currency, rate.rate_date)
+        if not guards.accept_changes and out_of_band(rate.usd_per_unit, median, guards.fx_band_fraction):
+            details = {
+                "median_usd_per_unit": median,
+                "band_days": FX_BAND_DAYS,
+                "band_fraction": guards.fx_band_fraction,
+                "new_usd_per_unit": rate.usd_per_unit,
+            }
+            bad.append(("fx_out_of_band", rate, details))
+        elif old and not guards.accept_changes and jumped(old, rate.usd_per_unit, JUMP_FACTOR):
             bad.append(("price_jump", rate, {"old_usd_per_unit": old, "new_usd_per_unit": rate.usd_per_unit}))
         else:
             good.append(rate)

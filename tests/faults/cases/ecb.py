@@ -6,8 +6,8 @@ What each fault should do (the shared suite's offer assertions need an FX branch
   quarantines it ("rate is not a finite positive number"), the run is `degraded`, EUR and the
   other currencies load, and the last good GBP rate stays in use: never a guess.
 - price_jump: GBP's rate times ten (0.84 -> 8.4, so USD per pound / 10). The parser cannot see it
-  (it has no history); the warehouse's FX guard holds it as `price_jump` until a second run
-  confirms it.
+  (it has no history); the warehouse's FX band holds it as `fx_out_of_band` (further than
+  GPUCOST_FX_BAND_FRACTION from its month's median), and no repeated run confirms it.
 - unknown_gpu: an FX body has no GPUs. The nearest equivalent, an unknown currency code "ZZZ",
   is added; it must load as an ordinary rate (the ECB adds and drops currencies) and change no
   offer, since nothing is priced in ZZZ. The `UNKNOWN_GPU` name cannot appear in FX rates.

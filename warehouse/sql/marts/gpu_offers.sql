@@ -35,6 +35,12 @@ final as (
         offers.fx_usd_per_unit,
         offers.fx_rate_date,
         offers.fx_source,
+        -- a rate older than the stale limit is shown, never silently used (marts.py sets the variable)
+        coalesce(
+            offers.currency <> 'USD'
+            and date_diff('day', offers.fx_rate_date, current_date) > getvariable('fx_stale_after_days'),
+            false
+        ) as fx_rate_stale,
         offers.price_is_from,
         offers.price_statistic,
         offers.gpu_name,
@@ -101,6 +107,9 @@ final as (
     left join providers on offers.provider = providers.provider
     left join provider_health on offers.provider = provider_health.provider
     where offers.gpu_count > 0
+        -- the load's absurd-price rule, on the converted USD the mart publishes: a held row whose
+        -- conversion is absurd never shows (ops.quarantine has it); getvariable: marts.py sets it
+        and offers.price_usd_per_hour / offers.gpu_count <= getvariable('max_usd_per_gpu_hour')
 )
 
 select * from final

@@ -14,12 +14,12 @@ hardware as (
     select * from staging.offer_hardware
 ),
 
--- the newest reference rate of each currency (ECB, via core.fx_rates): prices keep their
--- published currency and are converted here, once, with the rate's date alongside
+-- the reference rate each offer was converted with at load (ECB, via core.fx_rates), by its
+-- date: core and the mart agree on the rate (a rate that failed the FX guards is never held, so
+-- never used); the offers mart flags a stale one.
 fx_rates as (
     select currency, usd_per_unit, rate_date, source
     from core.fx_rates
-    qualify row_number() over (partition by currency order by rate_date desc) = 1
 ),
 
 final as (
@@ -73,7 +73,8 @@ final as (
         offers.first_seen_at,
         offers.last_seen_at
     from offers
-    left join fx_rates on offers.currency = fx_rates.currency
+    left join fx_rates
+        on offers.currency = fx_rates.currency and offers.fx_rate_date = fx_rates.rate_date
     left join core.providers as providers on offers.provider = providers.provider
     left join hardware
         on offers.provider = hardware.provider
