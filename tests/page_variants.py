@@ -113,7 +113,9 @@ def reorder(grids: Sequence[Grid]) -> None:
 def set_text(cell: bs4.Tag, value: str) -> None:
     """Replace a header cell's words, keeping its innermost element (and its classes)."""
     inner = cell
-    while len([c for c in inner.children if isinstance(c, bs4.Tag)]) == 1 and not inner.find(string=True, recursive=False):
+    while len([c for c in inner.children if isinstance(c, bs4.Tag)]) == 1 and not inner.find(
+        string=True, recursive=False
+    ):
         inner = next(c for c in inner.children if isinstance(c, bs4.Tag))
     inner.clear()
     inner.append(value)
@@ -138,7 +140,9 @@ def scale_amounts(cell: bs4.Tag, factor: float) -> None:
     for node in list(cell.find_all(string=True)):
         value = str(node)
         if pending and (m := re.match(r"\s*(\d[\d,]*(?:\.\d+)?)", value)):
-            value = value[: m.start(1)] + _money(float(m.group(1).replace(",", "")) * factor) + value[m.end(1) :]
+            value = (
+                value[: m.start(1)] + _money(float(m.group(1).replace(",", "")) * factor) + value[m.end(1) :]
+            )
             pending = False
         value = _AMOUNT.sub(lambda m: m.group(1) + _money(float(m.group(2).replace(",", "")) * factor), value)
         pending = pending or bool(re.search(r"[$€]\s*$", value))
@@ -187,7 +191,9 @@ def published(items: Sequence[object]) -> dict[tuple[str, ...], tuple[float, str
     return found
 
 
-def parse(parse_fn: Callable[[Sequence[RawResponse]], Iterator[object]], r: RawResponse) -> list[object] | str:
+def parse(
+    parse_fn: Callable[[Sequence[RawResponse]], Iterator[object]], r: RawResponse
+) -> list[object] | str:
     try:
         return list(parse_fn([r]))
     except LayoutChanged as exc:
@@ -224,6 +230,7 @@ def outcome(
             return "quarantined"  # every row flagged: the warehouse keeps the last good prices
         return "WRONG: no offer published and no LayoutChanged (the provider would vanish silently)"
     if relabelled and set(after) != set(before):
+
         def prices(found: dict) -> list[tuple[str, float, str, float]]:
             return sorted((k[-1], round(v[0], 4), v[1], v[2]) for k, v in found.items())
 

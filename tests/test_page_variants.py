@@ -17,14 +17,12 @@ import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 
 import bs4
 import pytest
 
 from connectors import coreweave, crusoe, fluidstack, hyperstack, lambdalabs, nebius, pages, paperspace, verda
-from connectors.base import RawResponse
 from tests import page_variants as pv
 from tests.conftest import REPO, SHARED_RAW
 
@@ -306,7 +304,9 @@ def _prefix_from(cell: bs4.Tag) -> None:
 
 def _range(cell: bs4.Tag) -> None:
     def edit(value: str) -> str:
-        return re.sub(r"([$€])\s*(\d[\d,]*\.?\d*)", lambda m: f"{m.group(0)} - {m.group(1)}999.00", value, count=1)
+        return re.sub(
+            r"([$€])\s*(\d[\d,]*\.?\d*)", lambda m: f"{m.group(0)} - {m.group(1)}999.00", value, count=1
+        )
 
     node = cell.find(string=re.compile(r"[$€]\s*\d"))
     if node is not None:
