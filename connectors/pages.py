@@ -253,9 +253,38 @@ class Table:
             )
         return found
 
+    def check_price_columns(self, *known: str) -> None:
+        """Refuse a column that holds prices under a label none of `known` reads as: a price
+        column renamed or added is a price no connector reads, so the table is not what it was."""
+        for index, header in enumerate(self.headers):
+            if any(label_matches(header, k) or label_in(header, k) for k in known):
+                continue
+            cells = [row[index] for row in self.rows if index < len(row)]
+            if any(_LABEL_CURRENCY.search(c) and re.search(r"\d", c) for c in cells):
+                raise LayoutChanged(
+                    f"column `{header}` of {self.where} holds prices ({cells[0]!r}, ...) under a label "
+                    f"not read as one of {list(known)}; has the page layout changed?"
+                )
+
+    def check_names(self, *labels: str) -> None:
+        """Refuse a name column (a GPU model, an instance name) whose cells are bare numbers or
+        prices: its label now sits over another column's values."""
+        index = self.column(*labels)
+        cells = [row[index] for row in self.rows if index < len(row) and row[index]]
+        if cells and all(_is_number_or_price(c) for c in cells):
+            raise LayoutChanged(
+                f"column `{self.headers[index]}` of {self.where} should name what is priced but holds "
+                f"{cells[:3]}; has the page layout changed?"
+            )
+
     def label_of(self, *labels: str) -> str:
         """The header as printed of the column matching `labels` (`LayoutChanged` when none)."""
         return self.headers[self.column(*labels)]
+
+
+def _is_number_or_price(text: str) -> bool:
+    priced = bool(_LABEL_CURRENCY.search(text) and re.search(r"\d", text))
+    return priced or not re.search(r"[A-Za-z]{2}", text)
 
 
 @dataclass(frozen=True)

@@ -213,6 +213,7 @@ def outcome(
     flag: str | None = None,
     refuse: bool = False,
     relabelled: bool = False,
+    both_prices: bool = False,
 ) -> str:
     """`same` / `converted` / `flagged` / `refused` / `WRONG: why` (see the module docstring).
 
@@ -222,6 +223,11 @@ def outcome(
     differently) but no other price: the prices, GPU counts and currencies must be the same."""
     if isinstance(variant, str):
         return "refused"
+    if both_prices:
+        # two price labels trading places over unmoved values reads exactly like a page that
+        # changed both prices; only a second labelling of the values (CoreWeave's mobile
+        # layout, Lambda's data-label) can tell, and those pages refuse above
+        return "indistinguishable (two price labels traded places)"
     if refuse and published(variant):
         return "WRONG: per-instance prices of rows with no stated GPU count were published"
     before, after = published(baseline), published(variant)

@@ -333,11 +333,14 @@ def variants(page: Page, doc: bs4.BeautifulSoup) -> list[Variant]:
         ("from/range", "$X - $Y", _in_price_cells(_range), {"flag": "price_is_from"}),
         ("from/range", "$X\u2020 (footnoted)", _in_price_cells(_footnote), {"flag": "price_footnote"}),
     ]
-    widths = [len(g.header) for g in page.grids(doc)]
+    grids = page.grids(doc)
+    widths = [len(g.header) for g in grids]
+    priced = {i for g in grids for i in _price_columns(g)}
     for i in range(max(widths, default=0)):
         found.append(("relabelled", f"label {i} renamed", _rename(i), {}))
         for j in range(i + 1, max(widths, default=0)):
-            found.append(("relabelled", f"labels {i} and {j} swapped", _swap(i, j), {"relabelled": True}))
+            expect = {"relabelled": True, "both_prices": i in priced and j in priced}
+            found.append(("relabelled", f"labels {i} and {j} swapped", _swap(i, j), expect))
     return found
 
 
