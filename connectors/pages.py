@@ -267,11 +267,11 @@ class Table:
                 )
 
     def check_names(self, *labels: str) -> None:
-        """Refuse a name column (a GPU model, an instance name) whose cells are bare numbers or
-        prices: its label now sits over another column's values."""
+        """Refuse a name column (a GPU model, an instance name) whose cells are all bare numbers,
+        prices or lead forms ("Contact sales"): its label now sits over another column's values."""
         index = self.column(*labels)
         cells = [row[index] for row in self.rows if index < len(row) and row[index]]
-        if cells and all(_is_number_or_price(c) for c in cells):
+        if cells and all(_is_number_or_price(c) or is_contact(c) or is_not_available(c) for c in cells):
             raise LayoutChanged(
                 f"column `{self.headers[index]}` of {self.where} should name what is priced but holds "
                 f"{cells[:3]}; has the page layout changed?"

@@ -176,6 +176,16 @@ def _price_columns(grid: pv.Grid) -> list[int]:
     ]
 
 
+def _priced_or_contact(grid: pv.Grid) -> set[int]:
+    """Price columns, and those whose every cell is a lead form ("Contact sales" spot prices)."""
+    contact = {
+        i
+        for i in range(len(grid.header))
+        if grid.rows and all(i < len(r) and pages.is_contact(pv.text(r[i])) for r in grid.rows)
+    }
+    return set(_price_columns(grid)) | contact
+
+
 def _basis_words(value: str, to: str) -> str:
     """ "GPU" -> "instance" (or back) where it names the price basis of a price label or cell."""
     if to == "instance":
@@ -335,7 +345,7 @@ def variants(page: Page, doc: bs4.BeautifulSoup) -> list[Variant]:
     ]
     grids = page.grids(doc)
     widths = [len(g.header) for g in grids]
-    priced = {i for g in grids for i in _price_columns(g)}
+    priced = {i for g in grids for i in _priced_or_contact(g)}
     for i in range(max(widths, default=0)):
         found.append(("relabelled", f"label {i} renamed", _rename(i), {}))
         for j in range(i + 1, max(widths, default=0)):
