@@ -284,7 +284,7 @@ class Table:
 
 def _is_number_or_price(text: str) -> bool:
     priced = bool(_LABEL_CURRENCY.search(text) and re.search(r"\d", text))
-    return priced or not re.search(r"[A-Za-z]{2}", text)
+    return priced or bool(re.fullmatch(r"[\d\s.,/+x×%-]*", text))
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,6 @@ from urllib.parse import parse_qs, urlsplit
 
 from connectors import pages
 from connectors.base import (
-    HOURS_PER_UNIT,
     ConnectorError,
     Excluded,
     LayoutChanged,
@@ -70,7 +69,6 @@ from connectors.base import (
     RawResponse,
     Unchanged,
     excluded,
-    per_hour,
 )
 from connectors.http import Client
 
@@ -189,11 +187,20 @@ def page_offers(response: RawResponse, skip: frozenset[str] = frozenset()) -> It
     )
     left_out: Counter[str] = Counter()
     yielded = 0
+    seen: set[str] = set()
     for table in found:
         table.column("Instance name")
         table.column("On demand price")  # LayoutChanged with the label if a table lacks it
-        for row in table.rows:
-            instance = table.get(row, "Instance name") or ""
+        table.check_names("Instance name")
+        table.check_price_columns(*(label for label, *_ in TIERS))
+        for row in table.read():
+            instance = row.get("Instance name") or ""
+            if instance and instance in seen:
+                # instance names are unique: a repeated one is another column under that label
+                raise LayoutChanged(
+                    f"instance name {instance!r} appears twice in {WHERE}; has the page layout changed?"
+                )
+            seen.add(instance)
             if not instance:
                 continue  # a spacer or sub-heading row
             if instance in skip:
@@ -210,26 +217,39 @@ def page_offers(response: RawResponse, skip: frozenset[str] = frozenset()) -> It
     yield from excluded(left_out)
 
 
-def _page_row_offers(table: pages.Table, row: Sequence[str], instance: str) -> Iterator[Offer | Excluded]:
-    model = table.get(row, "GPU model") or ""
-    count = pages.parse_count(table.get(row, "GPU")) or _leading_count(instance)
+# A row is one instance type priced as a whole ("$7.27/h" for 2x B200): the page's layout, used
+# where a cell and its label say nothing of the basis; a "per GPU" label or cell is read as such.
+PER_INSTANCE = pages.Stated(per_gpu=False, source="one row per instance type (Instance name)", binding=False)
+
+
+def _page_row_offers(table: pages.Table, row: pages.Row, instance: str) -> Iterator[Offer | Excluded]:
+    model = row.get("GPU model") or ""
+    stated_count = pages.parse_count(row.get("GPU"))
+    named_count = _leading_count(instance)
+    if stated_count is not None and named_count is not None and stated_count != named_count:
+        # "2B200.60V" names 2 GPUs: a `GPU` column saying otherwise is not the GPU count
+        raise LayoutChanged(
+            f"row {instance!r} of {table.where}: the `GPU` column says {stated_count} GPUs, the instance "
+            f"name {named_count}; has the page layout changed?"
+        )
+    count = stated_count if stated_count is not None else named_count
     if count == 0:
         yield Excluded("cpu_only")
         return
     label = pages.parse_gpu_label(model)
-    total_vram = pages.parse_gb(table.get(row, "VRAM"))
+    total_vram = pages.parse_gb(row.get("VRAM"))
     per_gpu_vram = label.vram_gb or (total_vram / count if total_vram and count else None)
     for column, tier, pricing_type, suffix in TIERS:
         if table.find_column(column) is None:
             continue  # tier not on this page: its scope vanishes and is held by the warehouse
-        cell = table.get(row, column) or ""
+        cell = row.get(column) or ""
         if pages.is_not_available(cell):
             yield Excluded(f"not_offered:{tier}")
             continue
         if pages.is_contact(cell):
             yield Excluded("contact_sales")
             continue
-        price, currency, problem = hourly_price(cell)
+        price, currency, problem, flags = hourly_price(row, column, float(count or 0))
         yield Offer(
             provider=name,
             instance_type=instance + suffix,
@@ -241,35 +261,41 @@ def _page_row_offers(table: pages.Table, row: Sequence[str], instance: str) -> I
             gpu_name_raw=label.name or model or None,
             gpu_count=float(count) if count else math.nan,
             gpu_memory_gb_raw=per_gpu_vram,
-            vcpus=pages.parse_vcpus(table.get(row, "CPU")),
-            ram_gb=pages.parse_gb(table.get(row, "RAM")),
+            vcpus=pages.parse_vcpus(row.get("CPU")),
+            ram_gb=pages.parse_gb(row.get("RAM")),
             provider_data={
                 "source": "products_page",
                 "pricing": "dynamic" if tier == "dynamic" else "fixed",
                 "base_instance_type": instance,
-                "p2p": table.get(row, "P2P"),
+                "p2p": row.get("P2P"),
                 "vram_total_gb": total_vram,
                 "price_text": cell,
                 "table": table.where,
+                **flags,
             },
             scope=f"products:{tier}",
             problem=problem if count else (problem or f"GPU count unreadable in row {instance!r}"),
         )
 
 
-def hourly_price(cell: str) -> tuple[float, str, str | None]:
-    """(price per instance-hour, currency, problem) from a page price cell such as "$3.64/h"."""
-    money = pages.parse_money(cell)
-    if money is None:
-        return math.nan, "USD", f"price cell {cell!r} is not a price"
-    if money.unit not in HOURS_PER_UNIT:
-        return math.nan, money.currency or "USD", f"price cell {cell!r} states no time unit"
-    if not money.currency:
-        return math.nan, "USD", f"price cell {cell!r} states no currency"
-    amount = round(per_hour(money.amount, money.unit), 6)
+def hourly_price(row: pages.Row, column: str, count: float) -> tuple[float, str, str | None, dict[str, Any]]:
+    """(price per instance-hour, currency, problem, provider_data flags) of one price cell
+    ("$3.64/h": the cell states currency and unit; the basis is the row's, see `PER_INSTANCE`).
+
+    A cell whose currency or unit is stated nowhere is a wrong row (its `LayoutChanged` message
+    is the problem); `page_offers` refuses the page when no cell can be read at all.
+    """
+    cell = row.get(column) or ""
+    try:
+        quote = row.quote(column, stated=PER_INSTANCE)
+    except LayoutChanged as exc:
+        return math.nan, "USD", str(exc), {}
+    if quote is None:
+        return math.nan, "USD", f"price cell {cell!r} is not a price", {}
+    amount = round(quote.instance_hour(count), 6)
     if not math.isfinite(amount) or amount <= 0:
-        return amount, money.currency, f"price {amount} is not a positive price"
-    return amount, money.currency, None
+        return amount, quote.currency, f"price {amount} is not a positive price", quote.flags()
+    return amount, quote.currency, None, quote.flags()
 
 
 def _leading_count(instance: str) -> int | None:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from connectors import verda
+from connectors import pages, verda
 from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, exclusions
 from connectors.http import make_client
 from warehouse.hardware import HardwareCatalog
@@ -62,14 +62,17 @@ def page_html(header: str = "On demand price", spot: str = "$0.80/h", on_demand:
         ("$3.64/h", 3.64, None),
         ("$29.10/h", 29.10, None),
         ("$0.05/min", 3.0, None),
-        ("$3.64", math.nan, "no time unit"),
-        ("3.64/h", math.nan, "no currency"),
+        ("$3.64", math.nan, "no time unit stated"),
+        ("3.64/h", math.nan, "no currency stated"),
+        ("$3.64/GPU/h", 7.28, None),  # a per-GPU cell is read as such: x 2 GPUs
         ("$0.00/h", 0.0, "not a positive price"),
         ("soon", math.nan, "not a price"),
     ],
 )
 def test_hourly_price(cell: str, price: float, problem: str | None) -> None:
-    amount, currency, issue = verda.hourly_price(cell)
+    # one cell under "On demand price" in a row of 2 GPUs
+    table = pages.Table(("Instance name", "On demand price"), (("2B200.60V", cell),), "a test table")
+    amount, currency, issue, _ = verda.hourly_price(table.read()[0], "On demand price", 2.0)
     assert currency == "USD"
     assert (math.isnan(amount) and math.isnan(price)) or amount == pytest.approx(price)
     assert (issue is None) == (problem is None) and (problem is None or problem in issue)
