@@ -37,7 +37,8 @@ def offers_of(items: list[Any]) -> dict[str, Offer]:
 
 def table(header: str = "On-Demand Price (/hr)", price: str = "$2.89") -> bytes:
     return (
-        f"<table><thead><tr><th><p>Model</p></th><th><p>VRAM (GB)</p></th><th><p>Max vCPUs per GPU</p></th><th><p>{header}</p></th>"
+        "<table><thead><tr><th><p>Model</p></th><th><p>VRAM (GB)</p></th><th><p>Max vCPUs per GPU</p></th>"
+        f"<th><p>{header}</p></th>"
         f"<th><p>1 Year price (/hr)</p></th></tr></thead><tbody><tr><th><h2>Nvidia H100 PCIe</h2></th>"
         f"<td><p>80</p></td><td><p>48</p></td><td><p>{price}</p></td><td><p>$2.05</p></td></tr></tbody></table>"
     ).encode()
