@@ -45,8 +45,17 @@ Quirks handled:
   record mode the recording transport would write the token answer's body to disk; in replay
   there is nothing to replay). See `_api_allowed`.
 
-Scopes: `products:on_demand`, `products:dynamic`, `products:spot` (one page table column each),
-and `api:on_demand`, `api:dynamic`, `api:spot`.
+Keyless first (issue 18, 2026-12-01): without credentials, `fetch` asks
+`GET https://api.verda.com/v1/instance-types?currency=usd` with no token before the page. The API
+docs (https://api.verda.com/v1/docs, read 2026-12-01) say every request needs the OAuth token
+"except for a few open endpoints" without listing them, and the peers that run live (gpuhunt's
+`VerdaProvider`, SkyPilot's `fetch_verda`) always authenticate; so an answer of 401/403, any
+fetch error, or anything but a non-empty JSON list of types falls back to the products page. Only
+a live run can settle whether the endpoint answers without a token; both paths are tested.
+
+Scopes: `instances:on_demand`, `instances:dynamic`, `instances:spot`, the same whichever source
+priced them (page table columns or API keys), so a run that moves between the API and the page
+fallback neither vanishes nor duplicates a scope.
 """
 
 from __future__ import annotations
@@ -63,6 +72,7 @@ from connectors import pages
 from connectors.base import (
     ConnectorError,
     Excluded,
+    FetchError,
     LayoutChanged,
     Offer,
     PricingType,
@@ -94,7 +104,7 @@ TIERS: tuple[tuple[str, str, PricingType, str], ...] = (
     ("Dynamic price", "dynamic", "on_demand", " (dynamic)"),
     ("Spot price", "spot", "spot", ""),
 )
-PAGE_SCOPES = tuple(f"products:{tier}" for _, tier, _, _ in TIERS)
+PAGE_SCOPES = tuple(f"instances:{tier}" for _, tier, _, _ in TIERS)
 # (API price key, tier, pricing type, suffix, key required in every object)
 API_PRICES: tuple[tuple[str, str, PricingType, str, bool], ...] = (
     ("price_per_hour", "on_demand", "on_demand", "", True),
@@ -112,10 +122,15 @@ def fetch(
     creds: Mapping[str, str],
     previous: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Iterator[RawResponse]:
-    yield pages.fetch_page(client, PAGE_URL, previous)
     client_id, secret = creds.get(CLIENT_ID), creds.get(CLIENT_SECRET)
     if not (client_id and secret):
+        keyless = _keyless_types(client)
+        if keyless is not None:
+            yield keyless
+            return
+        yield pages.fetch_page(client, PAGE_URL, previous)  # the fallback
         return
+    yield pages.fetch_page(client, PAGE_URL, previous)
     if not _api_allowed(client):
         log.info(
             "verda: API credentials set but the client is in %s mode; the token answer would be "
@@ -127,6 +142,33 @@ def fetch(
     yield client.fetch("GET", INSTANCE_TYPES_URL, params={"currency": "usd"}, headers=headers)
     for is_spot in ("false", "true"):
         yield client.fetch("GET", AVAILABILITY_URL, params={"isSpot": is_spot}, headers=headers)
+
+
+def _keyless_types(client: Client) -> RawResponse | None:
+    """The instance-types list asked without a token, or None when it is not usable (refused,
+    unreachable, not in the cassette, or not a non-empty list of types): the page is then read."""
+    try:
+        answer = client.fetch(
+            "GET",
+            INSTANCE_TYPES_URL,
+            params={"currency": "usd"},
+            headers={"Accept": "application/json"},
+            ok_statuses=(401, 403),
+        )
+    except FetchError as exc:
+        log.info("verda: keyless instance-types not available (%s); reading the products page", exc)
+        return None
+    if answer.status != 200:
+        log.info(
+            "verda: instance-types answered HTTP %s without a token; reading the products page", answer.status
+        )
+        return None
+    try:
+        instance_types(answer.json(), answer.url)
+    except LayoutChanged as exc:
+        log.info("verda: keyless instance-types answer not usable (%s); reading the products page", exc)
+        return None
+    return answer
 
 
 def _api_allowed(client: Any) -> bool:
@@ -273,7 +315,7 @@ def _page_row_offers(table: pages.Table, row: pages.Row, instance: str) -> Itera
                 "table": table.where,
                 **flags,
             },
-            scope=f"products:{tier}",
+            scope=f"instances:{tier}",
             problem=problem if count else (problem or f"GPU count unreadable in row {instance!r}"),
         )
 
@@ -391,7 +433,7 @@ def api_offers(
                     "max_dynamic_price": _number(item.get("max_dynamic_price")),
                     "locations": sorted((where or {}).get(instance, [])),
                 },
-                scope=f"api:{tier}",
+                scope=f"instances:{tier}",
                 problem=problem,
             )
     yield from excluded(left_out)

@@ -98,7 +98,7 @@ def test_real_products_page(shared_raw: Path) -> None:
         "B200 SXM6 180GB",
         30.0,
         184.0,
-        "products:on_demand",
+        "instances:on_demand",
     )
     eight = offers[("8B200.240V", "on_demand")]
     assert (eight.price_per_hour, eight.gpu_count, eight.gpu_memory_gb_raw) == (29.10, 8.0, 180.0)
@@ -106,7 +106,7 @@ def test_real_products_page(shared_raw: Path) -> None:
     assert offers[("8B200.240V (dynamic)", "on_demand")].price_per_hour == 21.42
     assert offers[("8B200.240V", "spot")].price_per_hour == 6.43
     assert offers[("2B200.60V", "spot")].price_per_hour == 1.61
-    assert offers[("4B200.120V (dynamic)", "on_demand")].scope == "products:dynamic"
+    assert offers[("4B200.120V (dynamic)", "on_demand")].scope == "instances:dynamic"
     assert all(o.price_source == "list" and o.problem is None for o in offers.values())
 
 
@@ -163,7 +163,7 @@ def test_real_api_samples(shared_raw: Path) -> None:
     assert (a6000.price_per_hour, a6000.gpu_memory_gb_raw, a6000.available) == (1.98, 48.0, True)
     assert a6000.provider_data["locations"] == ["FIN-01"] and a6000.provider_data["p2p"] == "50GB/s"
     spot = offers[("2A6000.20V", "spot")]
-    assert (spot.price_per_hour, spot.scope, spot.available) == (0.70, "api:spot", None)
+    assert (spot.price_per_hour, spot.scope, spot.available) == (0.70, "instances:spot", None)
     assert offers[("1H100.80S.30V", "spot")].price_per_hour == 1.70
 
 
@@ -291,11 +291,44 @@ def test_fetch_with_credentials_never_keeps_or_logs_the_token(caplog: pytest.Log
     assert offers_of(items)[("1B200.30V", "on_demand")].available is True
 
 
-def test_fetch_without_credentials_reads_only_the_page() -> None:
+def test_fetch_without_credentials_asks_the_keyless_api_then_falls_back_to_the_page() -> None:
+    # this API refuses a request without a token (401): the page is the fallback
     sent: list[httpx.Request] = []
     with make_client(transport=api_handler(sent)) as client:
         responses = list(verda.fetch(client, {}, None))
-    assert [r.url for r in responses] == [verda.PAGE_URL] and len(sent) == 1
+    assert [r.url for r in responses] == [verda.PAGE_URL]
+    assert [r.url.path for r in sent] == ["/v1/instance-types", "/products"]
+    assert "authorization" not in sent[0].headers and sent[0].url.params["currency"] == "usd"
+
+
+def test_a_keyless_instance_types_answer_is_read_and_the_page_not_fetched() -> None:
+    types = (FIXTURES / "instance-types__2026-12-01.json").read_bytes()
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.url.path.endswith("/instance-types"):
+            return httpx.Response(200, content=types, headers={"content-type": "application/json"})
+        return httpx.Response(500)
+
+    with make_client(transport=httpx.MockTransport(handle)) as client:
+        responses = list(verda.fetch(client, {}, None))
+    assert [r.url.split("?")[0] for r in responses] == [verda.INSTANCE_TYPES_URL] and len(sent) == 1
+    offers = offers_of(list(verda.parse(responses)))
+    # the API's offers carry the same scopes as the page's, so switching source loses no scope
+    assert offers and {o.scope for o in offers.values()} <= set(verda.PAGE_SCOPES)
+
+
+@pytest.mark.parametrize("answer", [httpx.Response(200, json=[]), httpx.Response(200, content=b"<html>")])
+def test_an_unusable_keyless_answer_falls_back_to_the_page(answer: httpx.Response) -> None:
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/instance-types"):
+            return answer
+        return httpx.Response(200, content=(FIXTURES / "products__2026-12-01.html").read_bytes())
+
+    with make_client(transport=httpx.MockTransport(handle)) as client:
+        responses = list(verda.fetch(client, {}, None))
+    assert [r.url for r in responses] == [verda.PAGE_URL]
 
 
 def test_record_mode_never_asks_for_a_token(tmp_path: Path) -> None:
