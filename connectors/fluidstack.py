@@ -21,6 +21,16 @@ zero or negative, is an offer with `problem`. No spot market exists on the page.
 
 A missing table or On-Demand column raises `LayoutChanged` naming the labels. Scope:
 `pricing:on_demand` (the one table).
+
+Price basis (issue 19): every cell is read by its label through `pages.quote`: the currency from
+the cell ("$2.89"), the unit from the header ("(/hr)"), per GPU from the row's "Max vCPUs per GPU"
+column; a price whose basis is stated nowhere is a wrong row, a per-instance one is refused.
+
+What is current (checked 2026-12-01 with the search tools): the only layout known is the 2025-01
+Wayback capture; no later capture or peer parse of fluidstack.io/pricing was found, and SkyPilot's
+v9 catalog holds a single Fluidstack row (8x H100 NVLink, FINLAND), built from the keyed API, not
+the page. Whether the page still publishes an on-demand table only a live run can settle; if it
+does not, the run fails with `LayoutChanged` naming `Model` / `On-Demand Price`.
 """
 
 from __future__ import annotations

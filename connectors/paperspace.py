@@ -27,6 +27,15 @@ Quirks handled:
 A page without any "Multi-GPU types" card, or whose cards have no "/ hour" price block at all,
 raises `LayoutChanged`; one card without a readable price is a wrong row (`problem`).
 Scope: `pricing:dedicated_gpus`.
+
+What is current (checked 2026-12-01 with the search tools): the only layout known is the 2024-01
+Wayback capture. DigitalOcean's "Upcoming Changes for Paperspace Customers"
+(docs.digitalocean.com/products/paperspace/details/changes) still sends customers to the
+Paperspace pricing page for prices, so the page is still the documented price source; no later
+capture or peer parse of it was found. Whether the cards (and the "Multiply the specs and price"
+sentence) survive, only a live run can settle: a page without `Multi-GPU types` cards raises
+`LayoutChanged` naming that label, never an empty catalog. Prices are read with the currency the
+card shows (a "€" card is EUR), "from" prices are flagged (`price_is_from`).
 """
 
 from __future__ import annotations
