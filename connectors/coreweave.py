@@ -26,6 +26,14 @@ site's class names):
   `provider_data["extra_columns"]`, not priced;
 - footnote marks written as `^1` ("4^1" GPUs) are stripped and kept in `provider_data`.
 
+Read completely (issue 19, 2026-12-01): each price goes through `pages.quote` (currency from the
+cell, unit from the header, per instance from the layout unless a header or cell says per GPU),
+so a "€" page is stored as EUR, not USD with `currency` in `provider_data`. Each row also prints
+its values in a mobile layout with their labels ("On-Demand Price: $42.00 / Hour", "4 GPU Count"):
+`check_mobile` compares them with the desktop cell under the same header; a column that disagrees
+in every row means labels moved over values (`LayoutChanged`), one row that disagrees is a wrong
+row (`problem`).
+
 Scopes: one per region table and pricing type (`"on_demand:europe"`, `"spot:europe"`), because a
 table is what a page edit adds, drops or breaks at once.
 

@@ -18,6 +18,12 @@ vanished tab is held on its own. `instance_type` is `"<n>x <plan> <VRAM>GB"`, e.
 `provider_data["api_instance_type"]` when the key is set); warehouse/seeds/instance_types.csv maps
 these names to GPU and interconnect by pattern.
 
+Columns are found by label (issue 19, 2026-12-01): the plan column's blank header takes its cells'
+`data-label="Plan"`, so a reordered table names every offer as before; the price is read through
+`pages.quote` (per GPU and per hour from "PRICE/GPU/HR*", the currency from the cell's "$"), and a
+header whose cells' `data-label` disagree is refused. With the API key, an API instance price equal
+to the page's per-GPU figure (not to it times the count) refuses the page: the column is per instance.
+
 Quirks: the plan cell is a row `<th>` under an empty header; "A100 SXM" appears twice (80 and
 40 GB), told apart by the VRAM column; the tab buttons carry the count, linked to their panel by
 `aria-controls` / `aria-labelledby`. A price column that no longer says "per GPU" (or "per

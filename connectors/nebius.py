@@ -21,6 +21,14 @@ page was fetched (`RawResponse.fetched_at`, so parsing stays pure) replaces "On-
 that date the "On-demand" column is current. The other column's price is kept in
 `provider_data` (`price_scheduled` / `price_before`, with `price_effective_from`).
 
+Spot merged into the main table (issue 18: Nebius did so in 2026-07). A "Spot"/"Preemptible"
+column of the main grid, or a row whose Item says "(preemptible)", is read as `spot` (same scope,
+`provider_data["layout"]` says so), and a page without the separate preemptible table is normal
+(`Excluded("no_spot_prices_on_page")` when no spot price is found at all). The merged layout is
+known only from the issue's report, not from a capture: which of the two forms the live page uses
+only a live run can settle; both are tested on our fixture. Every price is read through
+`pages.quote`; a per-instance price is refused, since a row is sold in several GPU counts.
+
 Other quirks: "Contact us" rows (GB200 / GB300 NVL72) are `Excluded("contact_sales")`; "from $x"
 prices (L40S presets with 8-40 vCPUs; every spot price) keep `provider_data["price_is_from"]`;
 vCPU / RAM ranges ("8-40") are kept as text in `provider_data`. Scopes: one per grid

@@ -19,6 +19,19 @@ instead of against a site's markup, so that a redesign breaks in one understood 
 Anything that matches nothing raises `LayoutChanged` naming the label looked for and `where` (a
 human description such as "the GPU table of lambda.ai/pricing"), so a layout change reads as one
 and never as an empty catalog.
+
+Reading a table completely (issue 19). `Table.read()` gives `Row`s whose cells are keyed by the
+normalized label of their column (a blank header takes the `data-label` its cells carry; a header
+contradicting its cells' `data-label` is refused), so no connector indexes a column by position.
+`Row.quote(label, stated=...)` reads a price with its whole basis: currency, time unit and per
+GPU / per instance, each from the cell, its label or what the page states once (`Stated`, citing
+where), and raises `LayoutChanged` naming what it found when one is stated nowhere or two sources
+disagree. A `Quote` carries "from", range and footnote flags (`Quote.flags()` is what an offer's
+`provider_data` records), and `check_instance_price` refuses a per-GPU price whose value times the
+GPU count is not the instance price beside it. `Table.check_price_columns` refuses prices under a
+label the connector does not read; `Table.check_names` a name column holding numbers or prices.
+`read_pages` is the one parse loop of a single-page connector: a 304 to `fetch_page`'s validators
+becomes `Unchanged` for the scopes the page covers.
 """
 
 from __future__ import annotations
