@@ -16,9 +16,10 @@ docs.crusoecloud.com); a row we know no counts for is offered as 1 GPU and says
 In the 2026 page EVERY "Current spot" cell reads "Contact sales", so Crusoe yields no spot offers
 today; a spot price, once published, becomes a `spot` / `market` offer (scope
 `spot:gpu-instances`). A price that does not say per GPU (or per instance) is a wrong row
-(`problem`), since guessing would be off by the GPU count. Every price is read through `pages.quote` (checked 2026-12-01 against the 2026 capture): the cell
-states currency, unit and basis ("$3.90/GPU-hr"); a cell that states none of one is a wrong row,
-all cells so a `LayoutChanged`; a per-instance price is refused (the page names no instance size).
+(`problem`), since guessing would be off by the GPU count. Every price is read through
+`pages.quote` (checked 2026-12-01 against the 2026 capture): the cell states currency, unit and
+basis ("$3.90/GPU-hr"); a cell that states none of one is a wrong row, all cells so a
+`LayoutChanged`; a per-instance price is refused (the page names no instance size).
 Scopes: `on_demand:gpu-instances`,
 `spot:gpu-instances`; `region="global"` (the page does not price by region). `instance_type` is
 `"<n>x <model> <tags>"`, e.g. `"8x NVIDIA H100 80GB HGX"`.
