@@ -206,11 +206,7 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
         items = instance_types(response.json(), response.url)
         api_types |= {str(item.get("instance_type")) for item in items}
         yield from api_offers(items, locations)
-    for response in page:
-        if pages.is_not_modified(response):
-            yield from pages.unchanged(response, PAGE_SCOPES)
-            continue
-        yield from page_offers(response, skip=frozenset(api_types))
+    yield from pages.read_pages(page, PAGE_SCOPES, lambda r: page_offers(r, skip=frozenset(api_types)))
 
 
 def _is_page(url: str) -> bool:
