@@ -26,6 +26,14 @@ site's class names):
   `provider_data["extra_columns"]`, not priced;
 - footnote marks written as `^1` ("4^1" GPUs) are stripped and kept in `provider_data`.
 
+Read completely (issue 19, 2026-12-01): each price goes through `pages.quote` (currency from the
+cell, unit from the header, per instance from the layout unless a header or cell says per GPU),
+so a "€" page is stored as EUR, not USD with `currency` in `provider_data`. Each row also prints
+its values in a mobile layout with their labels ("On-Demand Price: $42.00 / Hour", "4 GPU Count"):
+`check_mobile` compares them with the desktop cell under the same header; a column that disagrees
+in every row means labels moved over values (`LayoutChanged`), one row that disagrees is a wrong
+row (`problem`).
+
 Scopes: one per region table and pricing type (`"on_demand:europe"`, `"spot:europe"`), because a
 table is what a page edit adds, drops or breaks at once.
 
@@ -56,7 +64,6 @@ from connectors.base import (
     RawResponse,
     Unchanged,
     excluded,
-    per_hour,
 )
 from connectors.http import Client
 
@@ -93,12 +100,8 @@ def fetch(
 
 
 def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
-    for response in responses:
-        if pages.is_not_modified(response):
-            # the whole provider is this one page: every open CoreWeave offer stays current
-            yield Unchanged({}, reason=f"{response.url} not modified (HTTP 304)")
-            continue
-        yield from parse_page(pages.soup(response))
+    # the whole provider is this one page: a 304 keeps every open CoreWeave offer current
+    yield from pages.read_pages(responses, ({},), lambda r: parse_page(pages.soup(r)))
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,8 @@ class RegionTable:
     region_label: str
     headers: tuple[str, ...]
     rows: tuple[tuple[str, tuple[str, ...]], ...]  # (data-product slug, cleaned cell texts)
+    marks: tuple[tuple[str, ...], ...] = ()  # footnote marks of each cell (pages.Table.marks)
+    elements: tuple[bs4.Tag, ...] = ()  # each instance row
 
     @property
     def where(self) -> str:
@@ -121,6 +126,13 @@ class RegionTable:
     def column(self, label: str, *, required: bool = False) -> int | None:
         table = pages.Table(self.headers, (), self.where)
         return table.column(label) if required else table.find_column(label)
+
+    @property
+    def table(self) -> pages.Table:
+        """The table as the page toolkit reads it: cells keyed by label, with footnote marks."""
+        return pages.Table(
+            self.headers, tuple(cells for _, cells in self.rows), self.where, self.elements, self.marks
+        )
 
 
 def region_slug(label: str) -> str:
@@ -168,11 +180,22 @@ def region_tables(root: bs4.Tag) -> list[RegionTable]:
     headers: tuple[str, ...] = ()
     cell_classes: Counter[str] = Counter()
     rows: list[tuple[str, tuple[str, ...]]] = []
+    marks: list[tuple[str, ...]] = []
+    elements: list[bs4.Tag] = []
     seen: set[int] = set()
 
     def close() -> None:
         if header is not None and region_label is not None:
-            found.append(RegionTable(region_slug(region_label), region_label, headers, tuple(rows)))
+            found.append(
+                RegionTable(
+                    region_slug(region_label),
+                    region_label,
+                    headers,
+                    tuple(rows),
+                    tuple(marks),
+                    tuple(elements),
+                )
+            )
 
     everything = root.find_all(True)
     candidates = [t for t in everything if _is_header_row(t)]
@@ -183,7 +206,7 @@ def region_tables(root: bs4.Tag) -> list[RegionTable]:
             match := _REGION.match(pages.clean(tag.get_text(" ")))
         ):
             close()
-            region_label, header, rows = match.group("name").title(), None, []
+            region_label, header, rows, marks, elements = match.group("name").title(), None, [], [], []
         elif header is None and region_label is not None and id(tag) in header_rows:
             header = tag
             headers = tuple(footnote_marks(c.get_text(" "))[0] for c in _children(tag))
@@ -201,6 +224,8 @@ def region_tables(root: bs4.Tag) -> list[RegionTable]:
                     "has the page layout changed?"
                 )
             rows.append((str(tag["data-product"]), tuple(pages.clean(c.get_text(" ")) for c in cells)))
+            marks.append(tuple(pages.cell_marks(c) for c in cells))
+            elements.append(row)
     close()
     if not found:
         if root.find(string=re.compile(r"GPU Component", re.I)):
@@ -221,26 +246,103 @@ def region_tables(root: bs4.Tag) -> list[RegionTable]:
     return found
 
 
-def _price(text: str, header: str, count: float) -> tuple[float | None, str | None, dict[str, Any]]:
-    """(price per instance-hour, problem, provider_data extras) for one price cell."""
-    money = pages.parse_money(text, currency="USD")
-    if money is None:
-        return None, f"price cell {text!r} under `{header}` is not a price", {}
-    header_unit, header_per_gpu = pages.price_unit(header)
-    unit = money.unit or header_unit
-    if unit is None:
-        return None, f"price {text!r} under `{header}` states no time unit", {}
-    per_gpu = money.per_gpu if money.per_gpu is not None else header_per_gpu
-    amount = per_hour(money.amount, unit)
-    if per_gpu:
-        amount *= count
-    extras: dict[str, Any] = {"price_text": text, "price_unit": unit, "price_per_gpu_stated": bool(per_gpu)}
-    if money.is_from:
-        extras["price_is_from"] = True
-    if money.currency != "USD":
-        extras["currency"] = money.currency
+# The page prices each row as a whole instance: a row is an instance with its `GPU Count`, and
+# footnote 2 under the North-America table says per-GPU pricing is for inference customers only
+# (https://www.coreweave.com/pricing, read 2026-12-01 through the 2026 capture).
+PER_INSTANCE = pages.Stated(
+    per_gpu=False,
+    source="one row per instance with its GPU Count; per-GPU pricing is inference-only (footnote 2)",
+    binding=False,  # a header or cell saying "per GPU" is read as such (multiplied by the count)
+)
+
+
+def _price(row: pages.Row, label: str, count: float) -> tuple[float | None, str, str | None, dict[str, Any]]:
+    """(price per instance-hour, currency, problem, provider_data extras) for one price cell.
+
+    The cell gives the currency ("$42.00"), the header the unit ("(Per Hour)"), the page the basis
+    (`PER_INSTANCE`); a cell or header saying otherwise raises `LayoutChanged`.
+    """
+    price = row.quote(label, stated=PER_INSTANCE)
+    text = row.get(label) or ""
+    if price is None:
+        return None, "USD", f"price cell {text!r} under `{row.table.label_of(label)}` is not a price", {}
+    amount = price.instance_hour(count)
+    extras: dict[str, Any] = {
+        **price.flags(),
+        "price_unit": price.unit,
+        "price_per_gpu_stated": price.per_gpu,
+    }
     problem = None if amount > 0 and math.isfinite(amount) else f"non-positive price {text!r}"
-    return amount, problem, extras
+    return amount, price.currency, problem, extras
+
+
+_MOBILE_PAIR = re.compile(r"^(?P<label>[A-Za-z][\w ()-]*?)\s*:\s*(?P<value>[^:]*?)\s*/\s*hour$", re.I)
+
+
+def mobile_values(row: bs4.Tag, labels: Sequence[str]) -> dict[str, str]:
+    """The row's values as its mobile layout labels them: "On-Demand Price: $42.00 / Hour", and
+    value/label pairs ("4^1" over "GPU Count"). Keyed by the header label each names."""
+    found: dict[str, str] = {}
+
+    def named(text: str) -> str | None:
+        exact = [lab for lab in labels if lab and pages.label_matches(lab, text)]
+        # "On-Demand Price" names the header "On-Demand Price (Per Hour)", when only that one
+        within = [lab for lab in labels if lab and pages.label_in(lab, text)]
+        if len(exact) != 1 and len(within) != 1:
+            return None
+        return (exact or within)[0]
+
+    for tag in row.find_all(True):
+        kids = _children(tag)
+        texts = [footnote_marks(k.get_text(" "))[0] for k in kids]
+        if len(kids) == 2 and not kids[0].find(True) and (label := named(texts[1])) is not None:
+            found.setdefault(label, texts[0])
+        own = pages.clean(tag.get_text(" "))
+        if (match := _MOBILE_PAIR.match(own)) and (label := named(match.group("label"))) is not None:
+            found.setdefault(label, pages.clean(match.group("value")))
+    return found
+
+
+def check_mobile(table: RegionTable) -> dict[str, str]:
+    """Compare each header label with the labels the same row's mobile layout prints next to its
+    values. A column that disagrees in every row that shows it means a header moved over values
+    that did not (or the reverse): `LayoutChanged`. A column that disagrees in some rows only is
+    those rows' problem (product -> problem), quarantined while the rest loads."""
+    problems: dict[str, str] = {}
+    checked: Counter[str] = Counter()
+    wrong: dict[str, list[str]] = {}
+    for (product, cells), element in zip(table.rows, table.elements, strict=False):
+        for label, value in mobile_values(element, table.headers).items():
+            index = table.headers.index(label)
+            desktop = footnote_marks(cells[index])[0] if index < len(cells) else ""
+            if not _comparable(value) and not _comparable(desktop):
+                continue
+            checked[label] += 1
+            if _comparable(desktop) != _comparable(value):
+                wrong.setdefault(label, []).append(product)
+                problems.setdefault(
+                    product, f"`{label}` reads {desktop!r} but the row's mobile layout says {value!r}"
+                )
+        mobile = mobile_values(element, (*KNOWN, ON_DEMAND + " Price", SPOT + " Price"))
+        for label in (ON_DEMAND, SPOT):
+            if label in mobile and table.column(label) is None:
+                raise LayoutChanged(
+                    f"instance `{product}` in {table.where} prints a `{label}` but no column is labelled so "
+                    f"(headers: {list(table.headers)}); has the page layout changed?"
+                )
+    for label, products in wrong.items():
+        if len(products) == checked[label] and checked[label] > 1:
+            raise LayoutChanged(
+                f"column `{label}` of {table.where} disagrees with the row's mobile layout in every row "
+                f"({', '.join(products[:3])}...): {problems[products[0]]}; has the page layout changed?"
+            )
+    return problems
+
+
+def _comparable(text: str) -> str:
+    # the mobile price reads "$42.00" where the desktop cell may add a "Contact sales" link
+    text = pages.clean(text).lower()
+    return "" if pages.is_not_available(text) or pages.is_contact(text) else re.sub(r"\s+", "", text)
 
 
 def table_items(table: RegionTable) -> Iterator[Offer | Excluded]:
@@ -251,7 +353,9 @@ def table_items(table: RegionTable) -> Iterator[Offer | Excluded]:
     spot_i = table.column(SPOT)
     known = {i for i in (table.column(label) for label in KNOWN) if i is not None}
     left_out: Counter[str] = Counter()
-    for product, cells in table.rows:
+    mismatched = check_mobile(table)
+    keyed = table.table.read()
+    for (product, cells), row in zip(table.rows, keyed, strict=True):
         count_text, count_marks = footnote_marks(cells[count_i])
         count = pages.parse_count(count_text)
 
@@ -281,9 +385,10 @@ def table_items(table: RegionTable) -> Iterator[Offer | Excluded]:
             if pages.is_not_available(text) and text:
                 left_out[f"{pricing_type}: not offered ({text})"] += 1
                 continue
-            price, problem, extras = _price(text, table.headers[index], float(count or 0))
+            price, currency, problem, extras = _price(row, table.headers[index], float(count or 0))
             if count is None or count <= 0:
                 problem = problem or f"GPU count {cells[count_i]!r} is not a number"
+            problem = problem or mismatched.get(product)
             yield Offer(
                 provider=name,
                 instance_type=product,
@@ -291,7 +396,7 @@ def table_items(table: RegionTable) -> Iterator[Offer | Excluded]:
                 pricing_type=pricing_type,
                 price_source="list",  # spot too: a published per-instance rate, not a live market
                 price_per_hour=round(price, 6) if price is not None else math.nan,
-                currency="USD",
+                currency=currency,
                 gpu_name_raw=cells[model_i],
                 gpu_count=float(count) if count else math.nan,
                 gpu_memory_gb_raw=value(VRAM, pages.parse_gb),

@@ -16,7 +16,11 @@ docs.crusoecloud.com); a row we know no counts for is offered as 1 GPU and says
 In the 2026 page EVERY "Current spot" cell reads "Contact sales", so Crusoe yields no spot offers
 today; a spot price, once published, becomes a `spot` / `market` offer (scope
 `spot:gpu-instances`). A price that does not say per GPU (or per instance) is a wrong row
-(`problem`), since guessing would be off by the GPU count. Scopes: `on_demand:gpu-instances`,
+(`problem`), since guessing would be off by the GPU count. Every price is read through
+`pages.quote` (checked 2026-12-01 against the 2026 capture): the cell states currency, unit and
+basis ("$3.90/GPU-hr"); a cell that states none of one is a wrong row, all cells so a
+`LayoutChanged`; a per-instance price is refused (the page names no instance size).
+Scopes: `on_demand:gpu-instances`,
 `spot:gpu-instances`; `region="global"` (the page does not price by region). `instance_type` is
 `"<n>x <model> <tags>"`, e.g. `"8x NVIDIA H100 80GB HGX"`.
 """
@@ -30,7 +34,7 @@ from typing import Any
 import bs4
 
 from connectors import pages
-from connectors.base import Excluded, Offer, PricingType, RawResponse, Unchanged, excluded
+from connectors.base import Excluded, LayoutChanged, Offer, PricingType, RawResponse, Unchanged, excluded
 
 name = "crusoe"
 requires: tuple[str, ...] = ()
@@ -64,13 +68,13 @@ def fetch(
 
 
 def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
-    for response in responses:
-        if pages.is_not_modified(response):
-            yield from pages.unchanged(response, tuple(SCOPES.values()))
-            continue
-        counts: dict[str, int] = {}
-        yield from gpu_offers(pages.soup(response), counts)
-        yield from excluded(counts)
+    yield from pages.read_pages(responses, tuple(SCOPES.values()), _page_items)
+
+
+def _page_items(response: RawResponse) -> Iterator[Offer | Excluded]:
+    counts: dict[str, int] = {}
+    yield from gpu_offers(pages.soup(response), counts)
+    yield from excluded(counts)
 
 
 def model_and_tags(cell: bs4.Tag) -> tuple[str, list[str]]:
@@ -85,29 +89,52 @@ def model_and_tags(cell: bs4.Tag) -> tuple[str, list[str]]:
 
 
 def gpu_offers(doc: bs4.Tag, counts: dict[str, int]) -> Iterator[Offer]:
+    """Every priced cell of the grid, each column found by its label and each price read with the
+    basis its cell states ("$3.90/GPU-hr": USD, per GPU, per hour)."""
     block = pages.section(doc, HEADING, where="crusoe.ai/cloud/pricing")
     table = pages.find_table(block, required=("GPU model", "On-demand", "Spot"), where=WHERE)
+    table.check_names("GPU model")
+    table.check_price_columns("GPU model", "On-demand", "Current spot", "Spot")
     model_col = table.column("GPU model")
-    columns: tuple[tuple[PricingType, int], ...] = (
-        ("on_demand", table.column("On-demand")),
-        ("spot", table.column("Current spot", "Spot")),
+    columns: tuple[tuple[PricingType, str], ...] = (
+        ("on_demand", table.label_of("On-demand")),
+        ("spot", table.label_of("Current spot", "Spot")),
     )
-    for cells, element in zip(table.rows, table.elements, strict=True):
-        model, tags = model_and_tags([c for c in element.children if isinstance(c, bs4.Tag)][model_col])
+    basis_errors: list[LayoutChanged] = []
+    priced = 0
+    for row in table.read():
+        cells = [c for c in row.element.children if isinstance(c, bs4.Tag)] if row.element else []
+        if model_col >= len(cells):
+            raise LayoutChanged(f"a row of {WHERE} has no `GPU model` cell; has the page layout changed?")
+        model, tags = model_and_tags(cells[model_col])
         # tags are "141GB" (memory per GPU) and a platform word ("HGX", "SXM", "PCIe", "NVL72")
         memory = next((gb for t in tags if (gb := pages.parse_gb(t)) is not None), None)
         platform = next((t for t in tags if pages.parse_gb(t) is None), "")
-        for pricing_type, column in columns:
-            text = cells[column] if column < len(cells) else ""
-            money = pages.parse_money(text, currency="USD")
-            if money is None and pages.is_contact(text):
+        for pricing_type, label in columns:
+            text = row.get(label) or ""
+            try:
+                price = row.quote(label)
+            except LayoutChanged as exc:
+                # one cell without its basis is that row's problem; every cell so is the page's
+                basis_errors.append(exc)
+                yield from _offers(model, memory, platform, tags, None, text, pricing_type, problem=str(exc))
+                continue
+            if price is None and pages.is_contact(text):
                 reason = "contact_sales" if pricing_type == "on_demand" else "spot_contact_sales"
                 counts[reason] = counts.get(reason, 0) + 1
                 continue
-            if money is None and pages.is_not_available(text):
+            if price is None and pages.is_not_available(text):
                 counts["not_available"] = counts.get("not_available", 0) + 1
                 continue
-            yield from _offers(model, memory, platform, tags, money, text, pricing_type)
+            if price is not None and not price.per_gpu:
+                raise LayoutChanged(
+                    f"price {text!r} of `{model}` in {WHERE} is per instance, but the page names no "
+                    "instance size; has the page layout changed?"
+                )
+            priced += 1
+            yield from _offers(model, memory, platform, tags, price, text, pricing_type)
+    if basis_errors and not priced:
+        raise basis_errors[0]
 
 
 def _offers(
@@ -115,38 +142,35 @@ def _offers(
     memory: float | None,
     platform: str,
     tags: list[str],
-    money: pages.Money | None,
+    price: pages.Quote | None,
     text: str,
     pricing_type: PricingType,
+    problem: str | None = None,
 ) -> Iterator[Offer]:
-    amount = money.amount if money is not None else math.nan
-    problem = None
-    if money is None:
+    amount = price.per_hour() if price is not None else math.nan
+    if problem is not None:
+        pass
+    elif price is None:
         problem = f"price {text!r} is not readable"
-    elif money.per_gpu is None or money.unit not in (None, "hour"):
-        problem = f"price {text!r} does not say per GPU-hour (or per instance-hour)"
     elif not (math.isfinite(amount) and amount > 0):
         problem = f"price {text!r} is not a positive number"
-    per_gpu = money is None or money.per_gpu is not False
     gpu_counts = GPU_COUNTS.get((model.lower(), platform.lower()))
-    data: dict[str, Any] = {"model": model, "tags": tags, "price_text": text}
-    if per_gpu:
-        data["price_per_gpu_hour"] = amount
-    if money is not None and money.is_from:
-        data["price_is_from"] = True
+    data: dict[str, Any] = {"model": model, "tags": tags, "price_text": text, "price_per_gpu_hour": amount}
+    if price is not None:
+        data |= price.flags()
     if gpu_counts is None:
         data["gpu_counts_documented"] = False
     label = " ".join([model, *tags])
     for count in gpu_counts or (1,):
-        price = amount * count if per_gpu else amount
+        total = amount * count
         yield Offer(
             provider=name,
             instance_type=f"{count}x {label}",
             region="global",
             pricing_type=pricing_type,
             price_source="list" if pricing_type == "on_demand" else "market",
-            price_per_hour=round(price, 6) if math.isfinite(price) else price,
-            currency=(money.currency if money is not None else "") or "USD",
+            price_per_hour=round(total, 6) if math.isfinite(total) else total,
+            currency=price.currency if price is not None else "USD",
             gpu_name_raw=_gpu_name(model, platform),
             gpu_count=float(count),
             gpu_memory_gb_raw=memory,

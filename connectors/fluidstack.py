@@ -21,6 +21,16 @@ zero or negative, is an offer with `problem`. No spot market exists on the page.
 
 A missing table or On-Demand column raises `LayoutChanged` naming the labels. Scope:
 `pricing:on_demand` (the one table).
+
+Price basis (issue 19): every cell is read by its label through `pages.quote`: the currency from
+the cell ("$2.89"), the unit from the header ("(/hr)"), per GPU from the row's "Max vCPUs per GPU"
+column; a price whose basis is stated nowhere is a wrong row, a per-instance one is refused.
+
+What is current (checked 2026-12-01 with the search tools): the only layout known is the 2025-01
+Wayback capture; no later capture or peer parse of fluidstack.io/pricing was found, and SkyPilot's
+v9 catalog holds a single Fluidstack row (8x H100 NVLink, FINLAND), built from the keyed API, not
+the page. Whether the page still publishes an on-demand table only a live run can settle; if it
+does not, the run fails with `LayoutChanged` naming `Model` / `On-Demand Price`.
 """
 
 from __future__ import annotations
@@ -28,17 +38,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from connectors import pages
 from connectors.base import (
-    HOURS_PER_UNIT,
     Excluded,
     LayoutChanged,
     Offer,
     RawResponse,
     Unchanged,
     excluded,
-    per_hour,
 )
 from connectors.http import Client
 
@@ -62,36 +71,35 @@ def fetch(
 
 
 def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
-    for response in responses:
-        if pages.is_not_modified(response):
-            yield from pages.unchanged(response, (SCOPE,))
-            continue
-        yield from page_offers(response)
+    yield from pages.read_pages(responses, (SCOPE,), page_offers)
 
 
 def page_offers(response: RawResponse) -> Iterator[Offer | Excluded]:
     table = pages.find_table(
         pages.soup(response), required=("Model", ON_DEMAND), optional=(RESERVED,), where=WHERE
     )
-    price_column = table.column(ON_DEMAND)
-    # cells are bare ("$2.89"): the time unit is stated once, in the header ("(/hr)")
-    unit, _ = pages.price_unit(table.headers[price_column])
+    table.check_names("Model")
+    table.check_price_columns(ON_DEMAND, RESERVED)
+    # cells are bare ("$2.89"): the time unit is stated once, in the header ("(/hr)"); the basis
+    # by the row's other columns ("Max vCPUs per GPU"): a row is one GPU
+    per_gpu_label = next((h for h in table.headers if pages.label_in(h, "per GPU")), None)
+    stated = pages.Stated(per_gpu=True if per_gpu_label else None, source=f"the column `{per_gpu_label}`")
     left_out: Counter[str] = Counter()
     yielded = 0
-    for row in table.rows:
-        model = table.get(row, "Model") or ""
+    for keyed in table.read():
+        model = keyed.get("Model") or ""
         if not model:
             continue
-        if pages.parse_money(table.get(row, RESERVED) or "") is not None:
+        if pages.parse_money(keyed.get(RESERVED) or "") is not None:
             left_out["reserved_1_year"] += 1
-        cell = row[price_column] if price_column < len(row) else ""
+        cell = keyed.require(ON_DEMAND)
         if pages.is_not_available(cell):
             left_out["no_on_demand_price"] += 1
             continue
         if pages.is_contact(cell):
             left_out["contact_sales"] += 1
             continue
-        price, currency, problem = gpu_hour_price(cell, unit)
+        price, currency, problem, flags = gpu_hour_price(keyed, stated)
         label = pages.parse_gpu_label(model)
         yielded += 1
         yield Offer(
@@ -104,13 +112,14 @@ def page_offers(response: RawResponse) -> Iterator[Offer | Excluded]:
             currency=currency,
             gpu_name_raw=label.name or model,
             gpu_count=1.0,
-            gpu_memory_gb_raw=pages.parse_gb(table.get(row, "VRAM")) or label.vram_gb,
-            vcpus=pages.parse_vcpus(table.get(row, "Max vCPUs per GPU", "vCPUs")),
-            ram_gb=pages.parse_gb(table.get(row, "Max RAM (GB) per GPU", "RAM")),
+            gpu_memory_gb_raw=pages.parse_gb(keyed.get("VRAM")) or label.vram_gb,
+            vcpus=pages.parse_vcpus(keyed.get("Max vCPUs per GPU", "vCPUs")),
+            ram_gb=pages.parse_gb(keyed.get("Max RAM (GB) per GPU", "RAM")),
             provider_data={
                 "price_text": cell,
+                **flags,
                 "price_is_per_gpu": True,
-                "reserved_1_year_text": table.get(row, RESERVED),
+                "reserved_1_year_text": keyed.get(RESERVED),
                 "vcpus_are_max_per_gpu": True,
                 "table": table.where,
             },
@@ -122,20 +131,26 @@ def page_offers(response: RawResponse) -> Iterator[Offer | Excluded]:
     yield from excluded(left_out)
 
 
-def gpu_hour_price(cell: str, unit: str | None) -> tuple[float, str, str | None]:
-    """(price per GPU-hour, currency, problem) of one On-Demand cell ("$2.89"); `unit` from the header.
+def gpu_hour_price(row: pages.Row, stated: pages.Stated) -> tuple[float, str, str | None, dict[str, Any]]:
+    """(price per GPU-hour, currency, problem, provider_data flags) of one On-Demand cell ("$2.89");
+    the unit comes from the header ("(/hr)"), the per-GPU basis from `stated`.
 
-    A price whose unit neither the cell nor the header states is a wrong row, never a guess.
+    A price whose currency, unit or basis is stated nowhere is a wrong row (the `LayoutChanged`
+    message is its problem), never a guess; a per-instance price is refused, since the page names
+    no instance size.
     """
-    money = pages.parse_money(cell)
-    if money is None:
-        return math.nan, "USD", f"On-Demand cell {cell!r} is not a price"
-    unit = money.unit or unit
-    if unit not in HOURS_PER_UNIT:
-        return math.nan, money.currency or "USD", f"On-Demand cell {cell!r} has no usable time unit ({unit})"
-    amount = round(per_hour(money.amount, unit), 6)
-    if not money.currency:
-        return amount, "USD", f"On-Demand cell {cell!r} states no currency"
+    cell = row.require(ON_DEMAND)
+    try:
+        quote = row.quote(ON_DEMAND, stated=stated)
+    except LayoutChanged as exc:
+        return math.nan, "USD", str(exc), {}
+    if quote is None:
+        return math.nan, "USD", f"On-Demand cell {cell!r} is not a price", {}
+    if not quote.per_gpu:
+        raise LayoutChanged(
+            f"On-Demand price {cell!r} in {WHERE} is per instance, but the page names no instance size"
+        )
+    amount = round(quote.per_hour(), 6)
     if not math.isfinite(amount) or amount <= 0:
-        return amount, money.currency, f"price {amount} is not a positive price"
-    return amount, money.currency, None
+        return amount, quote.currency, f"price {amount} is not a positive price", quote.flags()
+    return amount, quote.currency, None, quote.flags()

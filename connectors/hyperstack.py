@@ -11,9 +11,16 @@ rate limit; one request per run, revalidated through `connectors.pages.fetch_pag
 - "Spot VM Pricing": `GPU Model`, `Spot VM` -> `spot`, `price_source="list"` (a published rate,
   https://www.hyperstack.cloud/spot-vms; not a market).
 
-Prices are per GPU-hour (the card's other columns are "per GPU"; Hyperstack's own flavors are priced
-at n x the page rate: `n3-A100x8` is 8 x $1.35 = $10.80 in the API-built SkyPilot catalog). A VM is
-a *flavor* of 1, 2, 4, 8 (A4000: also 10) GPUs, so each row becomes one offer per GPU count in
+Prices are per GPU-hour: the basis is read from the page (`card_basis`: the On-Demand card's
+"Max pCPUs per GPU" / "Max RAM (GB) per GPU" columns make a row one GPU, its "Pricing Per Hour" the
+unit, which the Spot card's bare "Spot VM" label does not repeat), the currency from each cell's
+sign; `pages.quote` refuses a price whose basis the page no longer states. Hyperstack's own flavors
+are priced at n x the page rate (`n3-A100x8` is 8 x $1.35 = $10.80 in the API-built SkyPilot
+catalog). Spot rows are published as the page lists them, one GPU at the per-GPU rate
+(`gpu_counts_basis = "listed: ..."`): the page names no spot flavor, and expanding them into the
+on-demand flavor sizes stated counts the page does not (issue 18; checked against the 2026 capture
+and hyperstack.cloud/gpu-pricing as described by peers, 2026-12-01). An on-demand VM is
+a *flavor* of 1, 2, 4, 8 (A4000: also 10) GPUs, so each on-demand row becomes one offer per GPU count in
 `FLAVOR_GPU_COUNTS`, priced count x per-GPU rate: counts documented at
 https://infrahub-doc.nexgencloud.com/docs/hardware/flavors/ and in the flavors of SkyPilot's v8
 Hyperstack catalog (`provider_data["gpu_counts_basis"] = "documented"`). A GPU with no documented
@@ -49,7 +56,6 @@ from connectors.base import (
     PricingType,
     RawResponse,
     Unchanged,
-    per_hour,
 )
 from connectors.http import Client
 
@@ -94,11 +100,8 @@ def fetch(
 
 
 def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
-    for response in responses:
-        if pages.is_not_modified(response):
-            yield from pages.unchanged(response, (f"on_demand:{REGION}", f"spot:{REGION}"))
-            continue
-        yield from parse_page(pages.soup(response))
+    scopes = (f"on_demand:{REGION}", f"spot:{REGION}")
+    yield from pages.read_pages(responses, scopes, lambda r: parse_page(pages.soup(r)))
 
 
 def _key(label: str) -> str:
@@ -124,44 +127,70 @@ def billing_unit(root: bs4.Tag) -> BillingUnit | None:
     return "minute" if re.search(r"\bbilled\s+(per|by\s+the)\s+minute\b", text, re.I) else None
 
 
-def _per_gpu_price(text: str, header: str) -> tuple[float, str | None, dict[str, Any]]:
-    money = pages.parse_money(text, currency="USD")
-    if money is None:
-        return math.nan, f"price cell {text!r} under `{header}` is not a price", {}
-    # "Pricing Per Hour" / "Spot VM": the unit is the card's ("per hour"); per GPU, as every card says
-    unit = money.unit or pages.price_unit(header)[0] or "hour"
-    amount = per_hour(money.amount, unit)
-    extras: dict[str, Any] = {"price_text": text, "price_unit": unit}
-    if money.is_from:
-        extras["price_is_from"] = True
-    problem = None if math.isfinite(amount) and amount > 0 else f"non-positive price {text!r}"
-    return amount, problem, extras
+def card_basis(on_demand: pages.Table) -> pages.Stated:
+    """What the On-Demand card says of every price on the page: per GPU (its other columns are
+    "Max pCPUs per GPU", "Max RAM (GB) per GPU": a row is one GPU) and the unit of its price
+    label ("Pricing Per Hour"), which the Spot card's "Spot VM" label does not repeat."""
+    per_gpu = next((h for h in on_demand.headers if pages.label_in(h, "per GPU")), None)
+    unit, _ = pages.price_unit(on_demand.label_of(ON_DEMAND_PRICE))
+    return pages.Stated(
+        per_gpu=True if per_gpu else None,
+        unit=unit,
+        source=f"the On-Demand card's columns `{per_gpu}` and `{on_demand.label_of(ON_DEMAND_PRICE)}`",
+    )
 
 
 def table_offers(
-    table: pages.Table, price_label: str, pricing_type: PricingType, unit: BillingUnit | None
+    table: pages.Table,
+    price_label: str,
+    pricing_type: PricingType,
+    unit: BillingUnit | None,
+    stated: pages.Stated,
 ) -> Iterator[Offer | Excluded]:
-    model_i, price_i = table.column(MODEL), table.column(price_label)
+    """Every row of one card. On-demand rows are offered in the flavor sizes Hyperstack documents
+    (`gpu_counts`); spot rows only as what the page lists, one GPU at the per-GPU rate: the
+    page names no spot flavor, and the on-demand flavor list is not the spot one (issue 18)."""
+    table.check_names(MODEL)
+    table.check_price_columns(MODEL, price_label)
+    # the spot card's price label states no unit: the On-Demand card's is the page's
+    basis = stated if pricing_type == "spot" else pages.Stated(per_gpu=stated.per_gpu, source=stated.source)
     contact = 0
-    for row in table.rows:
-        label, text = row[model_i], row[price_i]
+    for row in table.read():
+        label, text = row.require(MODEL), row.require(price_label)
         if pages.is_contact(text) or (pages.is_not_available(text) and text):
             contact += 1
             continue
-        per_gpu, problem, extras = _per_gpu_price(text, table.headers[price_i])
-        counts, basis = gpu_counts(label)
+        price = row.quote(price_label, stated=basis)
+        if price is not None and not price.per_gpu:
+            raise LayoutChanged(
+                f"price {text!r} under `{table.label_of(price_label)}` of {table.where} is per instance, "
+                "but the page names no instance size; has the page layout changed?"
+            )
+        per_gpu = price.per_hour() if price is not None else math.nan
+        problem = None
+        if price is None:
+            problem = f"price cell {text!r} under `{table.label_of(price_label)}` is not a price"
+        elif not (math.isfinite(per_gpu) and per_gpu > 0):
+            problem = f"non-positive price {text!r}"
+        counts: tuple[int, ...]
+        if pricing_type == "spot":
+            counts, basis_note = (1,), "listed: the page gives a per-GPU spot rate and names no spot flavor"
+        else:
+            counts, basis_note = gpu_counts(label)
         data: dict[str, Any] = {
             "gpu_model": label,
             "price_per_gpu_hour": per_gpu,
             "gpu_counts": list(counts),
-            "gpu_counts_basis": basis,
-            **extras,
+            "gpu_counts_basis": basis_note,
+            **(price.flags() if price is not None else {"price_text": text}),
         }
-        if (pcpus := pages.parse_vcpus(table.get(row, MAX_PCPUS) or "")) is not None:
+        if price is not None:
+            data["price_unit"] = price.unit
+        if (pcpus := pages.parse_vcpus(row.get(MAX_PCPUS) or "")) is not None:
             data["max_pcpus_per_gpu"] = pcpus
-        if (ram := pages.parse_gb(table.get(row, MAX_RAM) or "")) is not None:
+        if (ram := pages.parse_gb(row.get(MAX_RAM) or "")) is not None:
             data["max_ram_gb_per_gpu"] = ram
-        vram = pages.parse_gb(table.get(row, VRAM) or "")
+        vram = pages.parse_gb(row.get(VRAM) or "")
         for count in counts:
             yield Offer(
                 provider=name,
@@ -170,7 +199,7 @@ def table_offers(
                 pricing_type=pricing_type,
                 price_source="list",
                 price_per_hour=round(per_gpu * count, 6) if math.isfinite(per_gpu) else math.nan,
-                currency="USD",
+                currency=price.currency if price is not None else "USD",
                 gpu_name_raw=label,
                 gpu_count=float(count),
                 gpu_memory_gb_raw=vram,
@@ -189,8 +218,9 @@ def parse_page(root: bs4.Tag) -> Iterator[Offer | Excluded]:
     unit = billing_unit(root)
     on_demand = card_table(root, ON_DEMAND_CARD, ON_DEMAND_PRICE)
     spot = card_table(root, SPOT_CARD, SPOT_PRICE)
-    yield from table_offers(on_demand, ON_DEMAND_PRICE, "on_demand", unit)
-    yield from table_offers(spot, SPOT_PRICE, "spot", unit)
+    stated = card_basis(on_demand)
+    yield from table_offers(on_demand, ON_DEMAND_PRICE, "on_demand", unit, stated)
+    yield from table_offers(spot, SPOT_PRICE, "spot", unit, stated)
     try:
         reserved = card_table(root, RESERVATION_CARD, RESERVED_PRICE)
     except LayoutChanged:

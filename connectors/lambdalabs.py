@@ -18,6 +18,12 @@ vanished tab is held on its own. `instance_type` is `"<n>x <plan> <VRAM>GB"`, e.
 `provider_data["api_instance_type"]` when the key is set); warehouse/seeds/instance_types.csv maps
 these names to GPU and interconnect by pattern.
 
+Columns are found by label (issue 19, 2026-12-01): the plan column's blank header takes its cells'
+`data-label="Plan"`, so a reordered table names every offer as before; the price is read through
+`pages.quote` (per GPU and per hour from "PRICE/GPU/HR*", the currency from the cell's "$"), and a
+header whose cells' `data-label` disagree is refused. With the API key, an API instance price equal
+to the page's per-GPU figure (not to it times the count) refuses the page: the column is per instance.
+
 Quirks: the plan cell is a row `<th>` under an empty header; "A100 SXM" appears twice (80 and
 40 GB), told apart by the VRAM column; the tab buttons carry the count, linked to their panel by
 `aria-controls` / `aria-labelledby`. A price column that no longer says "per GPU" (or "per
@@ -78,10 +84,9 @@ class PageRow:
     count: int
     plan: str
     vram_gb: float | None
-    cells: Mapping[str, str]
-    price: pages.Money | None
+    cells: Mapping[str, str]  # normalized label -> cell text (pages.Row.cells)
+    price: pages.Quote | None
     price_text: str
-    per_gpu: bool
 
 
 def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
@@ -89,10 +94,11 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
     api = next((r for r in responses if r.url.startswith(API_URL)), None)
     if page is None:
         raise LayoutChanged(f"no response for {PAGE_URL} among {[r.url for r in responses]}")
-    if pages.is_not_modified(page):
-        # every Lambda offer is on-demand from this one page
-        yield Unchanged({"pricing_type": "on_demand"}, reason=f"{PAGE_URL} not modified (HTTP 304)")
-        return
+    # every Lambda offer is on-demand from this one page: a 304 keeps them all current
+    yield from pages.read_pages([page], ({"pricing_type": "on_demand"},), lambda r: _page_items(r, api))
+
+
+def _page_items(page: RawResponse, api: RawResponse | None) -> Iterator[Offer | Excluded]:
     types = api_types(api.json(), api.url) if api is not None else None
     counts: dict[str, int] = {}
     matched: set[str] = set()
@@ -115,22 +121,19 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
 
 
 def page_rows(doc: bs4.Tag) -> Iterator[PageRow]:
-    """The rows of every GPU-count tab under "Instances pricing"."""
+    """The rows of every GPU-count tab under "Instances pricing", every cell found by its label.
+
+    The plan sits under a blank header; its cells carry `data-label="Plan"` (the responsive
+    table's own label), which `pages` reads as the column's label, so a reordered table still
+    finds it. Without that label the row's own header cell (`<th>` in a body row) is the plan.
+    """
     section = pages.section(doc, SECTION, where="lambda.ai/pricing")
     tables = pages.find_tables(section, required=REQUIRED, where=WHERE)
     for table in tables:
         count = _tab_count(doc, table)
-        price_col = table.column(*PRICE_LABELS)
-        unit, per_gpu = pages.price_unit(table.headers[price_col])
-        if per_gpu is None or unit not in (None, "hour"):
-            raise LayoutChanged(
-                f"price column `{table.headers[price_col]}` of {table.where} no longer says per GPU "
-                "per hour; has the page layout changed?"
-            )
-        vram_col = table.column("VRAM/GPU")
-        for cells, element in zip(table.rows, table.elements, strict=True):
-            # the plan is the row header under the empty first header; data-plan only as a fallback
-            plan = (cells[0] if cells else "") or str(element.get("data-plan") or "")
+        vram_label = table.label_of("VRAM/GPU")
+        for row in table.read():
+            plan = row.get("Plan") or _row_header(row.element)
             label = pages.parse_gpu_label(plan)
             row_count = count or label.count
             if not row_count:
@@ -138,16 +141,26 @@ def page_rows(doc: bs4.Tag) -> Iterator[PageRow]:
                     f"no GPU count for `{plan}` in {table.where}: neither a `<n>x` tab nor a count in "
                     "the plan name; has the page layout changed?"
                 )
-            price_text = cells[price_col] if price_col < len(cells) else ""
+            # "PRICE/GPU/HR*": the label states per GPU and per hour, the cell "$4.99" the currency
+            price = row.quote(*PRICE_LABELS)
             yield PageRow(
                 count=row_count,
                 plan=plan,
-                vram_gb=pages.parse_gb(cells[vram_col]) if vram_col < len(cells) else None,
-                cells=dict(zip(table.headers, cells, strict=False)),
-                price=pages.parse_money(price_text, currency="USD"),
-                price_text=price_text,
-                per_gpu=per_gpu,
+                vram_gb=pages.parse_gb(row.get(vram_label)),
+                cells=row.cells,
+                price=price,
+                price_text=row.get(*PRICE_LABELS) or "",
             )
+
+
+def _row_header(element: bs4.Tag | None) -> str:
+    """The text of a body row's own header cell (`<th>`), or of its `data-plan` attribute."""
+    if element is None:
+        return ""
+    header = element.find("th", recursive=False)
+    if header is not None:
+        return pages.clean(header.get_text(" "))
+    return str(element.get("data-plan") or "")
 
 
 def _tab_count(doc: bs4.Tag, table: pages.Table) -> int | None:
@@ -213,21 +226,34 @@ def _match(row: PageRow, types: Mapping[str, Mapping[str, Any]]) -> tuple[str, M
     return found[0] if len(found) == 1 else None  # ambiguous: no availability rather than a guess
 
 
+def _check_api_basis(row: PageRow, api_price: float | None) -> None:
+    """Refuse a page price whose basis the API contradicts: the API's instance price equal to the
+    page's figure itself (not to it times the GPU count) means the column is per instance."""
+    price = row.price
+    if price is None or api_price is None or row.count <= 1 or not price.per_gpu:
+        return
+    as_printed = price.per_hour()
+    if abs(api_price - as_printed) <= 0.01 and abs(api_price - as_printed * row.count) > 0.01:
+        raise LayoutChanged(
+            f"`{row.plan}` ({row.count}x) in {WHERE}: the page's per-GPU price {price.text!r} equals the "
+            f"API's instance price ${api_price:.2f}/hour; the column is not per GPU as its label says"
+        )
+
+
 def _offer(row: PageRow, api: tuple[str, Mapping[str, Any]] | None, problem: str | None = None) -> Offer:
     price = row.price
-    amount = price.amount if price is not None else math.nan
-    instance_price = amount * row.count if row.per_gpu else amount
-    if problem is None and not (math.isfinite(amount) and amount > 0):
+    instance_price = price.instance_hour(row.count) if price is not None else math.nan
+    if problem is None and not (math.isfinite(instance_price) and instance_price > 0):
         problem = f"price {row.price_text!r} is not a positive number"
     vram = f" {row.vram_gb:g}GB" if row.vram_gb else ""
     data: dict[str, Any] = {
         "plan": row.plan,
-        "price_per_gpu_hour": amount if row.per_gpu else None,
-        "storage": row.cells.get("STORAGE"),
+        "price_per_gpu_hour": price.per_hour() if price is not None and price.per_gpu else None,
+        "storage": row.cells.get("storage"),
         "tab": f"{row.count}x",
     }
-    if price is not None and price.is_from:
-        data["price_is_from"] = True
+    if price is not None:
+        data |= price.flags()
     available = None
     if api is not None:
         type_name, entry = api
@@ -240,8 +266,9 @@ def _offer(row: PageRow, api: tuple[str, Mapping[str, Any]] | None, problem: str
             "api_price_per_hour": cents / 100 if isinstance(cents, int | float) else None,
         }
         available = bool(regions)
-    ram = next((v for k, v in row.cells.items() if pages.label_matches(k, "RAM")), None)
-    vcpus = next((v for k, v in row.cells.items() if pages.label_matches(k, "vCPUs")), None)
+        _check_api_basis(row, data["api_price_per_hour"])
+    ram = row.cells.get("ram")
+    vcpus = row.cells.get("vcpus")
     return Offer(
         provider=name,
         instance_type=f"{row.count}x {row.plan}{vram}",
@@ -249,7 +276,7 @@ def _offer(row: PageRow, api: tuple[str, Mapping[str, Any]] | None, problem: str
         pricing_type="on_demand",
         price_source="list",
         price_per_hour=round(instance_price, 6) if math.isfinite(instance_price) else instance_price,
-        currency=(price.currency if price is not None else "") or "USD",
+        currency=price.currency if price is not None else "USD",
         gpu_name_raw=row.plan,
         gpu_count=float(row.count),
         gpu_memory_gb_raw=row.vram_gb,

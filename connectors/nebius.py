@@ -21,6 +21,14 @@ page was fetched (`RawResponse.fetched_at`, so parsing stays pure) replaces "On-
 that date the "On-demand" column is current. The other column's price is kept in
 `provider_data` (`price_scheduled` / `price_before`, with `price_effective_from`).
 
+Spot merged into the main table (issue 18: Nebius did so in 2026-07). A "Spot"/"Preemptible"
+column of the main grid, or a row whose Item says "(preemptible)", is read as `spot` (same scope,
+`provider_data["layout"]` says so), and a page without the separate preemptible table is normal
+(`Excluded("no_spot_prices_on_page")` when no spot price is found at all). The merged layout is
+known only from the issue's report, not from a capture: which of the two forms the live page uses
+only a live run can settle; both are tested on our fixture. Every price is read through
+`pages.quote`; a per-instance price is refused, since a row is sold in several GPU counts.
+
 Other quirks: "Contact us" rows (GB200 / GB300 NVL72) are `Excluded("contact_sales")`; "from $x"
 prices (L40S presets with 8-40 vCPUs; every spot price) keep `provider_data["price_is_from"]`;
 vCPU / RAM ranges ("8-40") are kept as text in `provider_data`. Scopes: one per grid
@@ -56,6 +64,10 @@ requires: tuple[str, ...] = ()
 PAGE_URL = "https://nebius.com/prices"
 ON_DEMAND_HEADING = "NVIDIA GPU Instances"
 SPOT_HEADING = "Preemptible NVIDIA GPU Instances"
+SCOPES = ("on_demand:gpu-instances", "spot:preemptible")
+# labels of a spot column in the main table, or words of a spot row's Item (the merged layout)
+SPOT_LABELS = ("Spot", "Preemptible")
+_SPOT_ITEM = re.compile(r"\b(preemptible|spot)\b", re.I)
 # GPU counts per platform, by the page's Item label (cleaned, lowercase, without "NVIDIA ").
 # Source: docs.nebius.com/compute/virtual-machines/types (presets), cross-checked with SkyPilot's
 # nebius catalog (gpu-h100-sxm 1/8, gpu-b200-sxm 8, gpu-l40s-a 1, gpu-l40s-d 1/2/4).
@@ -80,15 +92,25 @@ def fetch(
 
 
 def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
-    for response in responses:
-        if pages.is_not_modified(response):
-            yield from pages.unchanged(response, ("on_demand:gpu-instances", "spot:preemptible"))
-            continue
-        doc = pages.soup(response)
-        counts: dict[str, int] = {}
-        yield from _grid(doc, ON_DEMAND_HEADING, "on_demand", response.fetched_at, counts)
-        yield from _grid(doc, SPOT_HEADING, "spot", response.fetched_at, counts)
-        yield from excluded(counts)
+    yield from pages.read_pages(responses, SCOPES, _page_items)
+
+
+def _page_items(response: RawResponse) -> Iterator[Offer | Excluded]:
+    doc = pages.soup(response)
+    counts: dict[str, int] = {}
+    merged_spot = False
+    for item in _grid(doc, ON_DEMAND_HEADING, "on_demand", response.fetched_at, counts):
+        merged_spot = merged_spot or (isinstance(item, Offer) and item.pricing_type == "spot")
+        yield item
+    try:
+        block = pages.section(doc, SPOT_HEADING, where="nebius.com/prices")
+    except LayoutChanged:
+        block = None  # since 2026-07 spot may sit in the main table: no separate table is normal
+    if block is not None:
+        yield from _grid(doc, SPOT_HEADING, "spot", response.fetched_at, counts, block=block)
+    elif not merged_spot:
+        counts["no_spot_prices_on_page"] = 1
+    yield from excluded(counts)
 
 
 def effective_date(header: str) -> date | None:
@@ -122,63 +144,83 @@ def current_price_column(table: pages.Table, fetched_on: date) -> tuple[int, int
 
 
 def _grid(
-    doc: bs4.Tag, heading: str, pricing_type: PricingType, fetched_at: datetime, counts: dict[str, int]
+    doc: bs4.Tag,
+    heading: str,
+    pricing_type: PricingType,
+    fetched_at: datetime,
+    counts: dict[str, int],
+    block: bs4.Tag | None = None,
 ) -> Iterator[Offer]:
+    """The offers of one grid, every cell found by its label and every price read with its basis
+    ("On-demand, GPU-hour": per GPU, per hour; the cell's "$" the currency). In the main grid a
+    spot column ("Spot price, GPU-hour") or a spot row ("... (preemptible)") is read as spot:
+    the layout of 2026-07, when Nebius merged the preemptible table into it."""
     where = f"the `{heading}` table of nebius.com/prices"
-    block = pages.section(doc, heading, where="nebius.com/prices")
+    block = block if block is not None else pages.section(doc, heading, where="nebius.com/prices")
     price_label = "On-demand" if pricing_type == "on_demand" else "Spot"
     table = pages.find_table(block, required=("Item", price_label), where=where)
+    table.check_names("Item")
+    spot_col = table.find_column(*SPOT_LABELS)
     if pricing_type == "on_demand":
         price_col, other_col, when = current_price_column(table, fetched_at.date())
     else:
         price_col, other_col, when = table.column("Spot"), None, None
-    unit, per_gpu = pages.price_unit(table.headers[price_col])
-    if unit != "hour" or per_gpu is not True:
-        raise LayoutChanged(
-            f"price column `{table.headers[price_col]}` of {where} no longer says per GPU-hour; "
-            "has the page layout changed?"
-        )
-    item_col = table.column("Item")
-    scope = "on_demand:gpu-instances" if pricing_type == "on_demand" else "spot:preemptible"
-    for cells in table.rows:
-        item = cells[item_col]
-        text = cells[price_col] if price_col < len(cells) else ""
-        money = pages.parse_money(text, currency="USD")
-        if money is None and pages.is_contact(text):
-            counts["contact_sales"] = counts.get("contact_sales", 0) + 1
-            continue
-        if money is None and pages.is_not_available(text):
-            counts["not_available"] = counts.get("not_available", 0) + 1
-            continue
-        extra: dict[str, Any] = {"item": item}
-        if other_col is not None and when is not None:
-            other = pages.parse_money(cells[other_col], currency="USD")
-            # before the date the other column is the coming price; from it, the superseded one
-            key = "price_scheduled" if price_col == table.column("On-demand") else "price_before"
-            extra |= {
-                key: other.amount if other else cells[other_col],
-                "price_effective_from": when.isoformat(),
-                "price_column": table.headers[price_col],
-            }
-        yield from _offers(item, money, text, cells, table, pricing_type, scope, extra)
+    known = [table.headers[i] for i in (price_col, other_col, spot_col) if i is not None]
+    table.check_price_columns("Item", "vCPUs", "RAM", *known)
+    columns: list[tuple[PricingType, int, str]] = [(pricing_type, price_col, "")]
+    if pricing_type == "on_demand" and spot_col is not None and spot_col not in (price_col, other_col):
+        columns.append(("spot", spot_col, "merged"))
+    for row in table.read():
+        item = row.require("Item")
+        spot_row = pricing_type == "on_demand" and bool(_SPOT_ITEM.search(item))
+        for kind, col, layout in columns:
+            kind = "spot" if spot_row else kind
+            label = table.headers[col]
+            text = row.get(label) or ""
+            money = row.quote(label)
+            if money is None and pages.is_contact(text):
+                counts["contact_sales"] = counts.get("contact_sales", 0) + 1
+                continue
+            if money is None and pages.is_not_available(text):
+                counts["not_available"] = counts.get("not_available", 0) + 1
+                continue
+            if money is not None and not money.per_gpu:
+                raise LayoutChanged(
+                    f"price {text!r} under `{label}` of {where} is per instance, but the page names no "
+                    "instance size for a row; has the page layout changed?"
+                )
+            extra: dict[str, Any] = {"item": item}
+            if layout or spot_row:
+                extra["layout"] = "spot in the main table (2026-07)"
+            if kind == "on_demand" and other_col is not None and when is not None:
+                other = row.quote(table.headers[other_col])
+                # before the date the other column is the coming price; from it, the superseded one
+                key = "price_scheduled" if price_col == table.column("On-demand") else "price_before"
+                extra |= {
+                    key: other.per_hour() if other else row.get(table.headers[other_col]),
+                    "price_effective_from": when.isoformat(),
+                    "price_column": label,
+                }
+            scope = SCOPES[0] if kind == "on_demand" else SCOPES[1]
+            name = _SPOT_ITEM.sub("", item).strip(" ()-,") if spot_row else item
+            yield from _offers(name, money, text, row, kind, scope, extra)
 
 
 def _offers(
     item: str,
-    money: pages.Money | None,
+    money: pages.Quote | None,
     text: str,
-    cells: Sequence[str],
-    table: pages.Table,
+    row: pages.Row,
     pricing_type: PricingType,
     scope: str,
     extra: dict[str, Any],
 ) -> Iterator[Offer]:
     label = pages.clean(re.sub(r"^\s*nvidia\s+", "", item, flags=re.I)).lower()
     gpu_counts = GPU_COUNTS.get(label)
-    vcpus_text = table.get(cells, "vCPUs") or ""
-    ram_text = table.get(cells, "RAM") or ""
+    vcpus_text = row.get("vCPUs") or ""
+    ram_text = row.get("RAM") or ""
     per_gpu_vcpus, per_gpu_ram = pages.parse_vcpus(vcpus_text), pages.parse_gb(ram_text)
-    amount = money.amount if money is not None else math.nan
+    amount = money.per_hour() if money is not None else math.nan
     problem = None
     if money is None:
         problem = f"price {text!r} is not readable"
@@ -189,8 +231,8 @@ def _offers(
         "vcpus_per_gpu": vcpus_text,
         "ram_gb_per_gpu": ram_text,
     }
-    if money is not None and money.is_from:
-        data["price_is_from"] = True
+    if money is not None:
+        data |= money.flags()
     if gpu_counts is None:
         data["gpu_counts_documented"] = False
     source: PriceSource = "list"  # both tables are published rates, spot included

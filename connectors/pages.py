@@ -19,6 +19,19 @@ instead of against a site's markup, so that a redesign breaks in one understood 
 Anything that matches nothing raises `LayoutChanged` naming the label looked for and `where` (a
 human description such as "the GPU table of lambda.ai/pricing"), so a layout change reads as one
 and never as an empty catalog.
+
+Reading a table completely (issue 19). `Table.read()` gives `Row`s whose cells are keyed by the
+normalized label of their column (a blank header takes the `data-label` its cells carry; a header
+contradicting its cells' `data-label` is refused), so no connector indexes a column by position.
+`Row.quote(label, stated=...)` reads a price with its whole basis: currency, time unit and per
+GPU / per instance, each from the cell, its label or what the page states once (`Stated`, citing
+where), and raises `LayoutChanged` naming what it found when one is stated nowhere or two sources
+disagree. A `Quote` carries "from", range and footnote flags (`Quote.flags()` is what an offer's
+`provider_data` records), and `check_instance_price` refuses a per-GPU price whose value times the
+GPU count is not the instance price beside it. `Table.check_price_columns` refuses prices under a
+label the connector does not read; `Table.check_names` a name column holding numbers or prices.
+`read_pages` is the one parse loop of a single-page connector: a 304 to `fetch_page`'s validators
+becomes `Unchanged` for the scopes the page covers.
 """
 
 from __future__ import annotations
@@ -33,14 +46,19 @@ from typing import Any
 
 import bs4
 
-from connectors.base import LayoutChanged, RawResponse, Unchanged
+from connectors.base import HOURS_PER_UNIT, LayoutChanged, RawResponse, Unchanged
 
 __all__ = [
     "GpuLabel",
     "Money",
+    "Quote",
+    "Row",
+    "Stated",
     "Table",
     "cards",
+    "cell_marks",
     "check_complete",
+    "check_instance_price",
     "clean",
     "conditional_headers",
     "embedded_json",
@@ -53,6 +71,7 @@ __all__ = [
     "is_not_modified",
     "json_ld",
     "json_ld_offers",
+    "label_basis",
     "label_in",
     "label_matches",
     "parse_count",
@@ -61,6 +80,8 @@ __all__ = [
     "parse_money",
     "parse_vcpus",
     "price_unit",
+    "quote",
+    "read_pages",
     "section",
     "soup",
     "tables",
@@ -186,6 +207,8 @@ class Table:
     rows: tuple[tuple[str, ...], ...]
     where: str
     elements: tuple[bs4.Tag, ...] = field(default=(), compare=False, repr=False)
+    # the footnote marks `clean` took out of each cell ("0.74**" -> "**"), row by row; () if unknown
+    marks: tuple[tuple[str, ...], ...] = field(default=(), compare=False, repr=False)
 
     def find_column(self, *labels: str) -> int | None:
         """Index of the first header reading exactly as any label, else containing one; or None."""
@@ -218,6 +241,104 @@ class Table:
         keys = [header or f"#{i}" for i, header in enumerate(self.headers)]
         return [dict(zip(keys, row, strict=False)) for row in self.rows]
 
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Each column's normalized label ("price gpu hr"); a blank or repeated one by position."""
+        seen: Counter[str] = Counter(_norm_label(h) for h in self.headers)
+        return tuple(
+            key if key and seen[key] == 1 else f"#{i}"
+            for i, key in enumerate(_norm_label(h) for h in self.headers)
+        )
+
+    def read(self) -> list[Row]:
+        """The rows as `Row`s: cells keyed by normalized label, with their footnote marks."""
+        keys = self.keys
+        found: list[Row] = []
+        for i, cells in enumerate(self.rows):
+            marks = self.marks[i] if i < len(self.marks) else ()
+            found.append(
+                Row(
+                    cells=dict(zip(keys, cells, strict=False)),
+                    marks={k: m for k, m in zip(keys, marks, strict=False) if m},
+                    element=self.elements[i] if i < len(self.elements) else None,
+                    table=self,
+                )
+            )
+        return found
+
+    def check_price_columns(self, *known: str) -> None:
+        """Refuse a column that holds prices under a label none of `known` reads as: a price
+        column renamed or added is a price no connector reads, so the table is not what it was."""
+        for index, header in enumerate(self.headers):
+            if any(label_matches(header, k) or label_in(header, k) for k in known):
+                continue
+            cells = [row[index] for row in self.rows if index < len(row)]
+            if any(_LABEL_CURRENCY.search(c) and re.search(r"\d", c) for c in cells):
+                raise LayoutChanged(
+                    f"column `{header}` of {self.where} holds prices ({cells[0]!r}, ...) under a label "
+                    f"not read as one of {list(known)}; has the page layout changed?"
+                )
+
+    def check_names(self, *labels: str) -> None:
+        """Refuse a name column (a GPU model, an instance name) whose cells are all bare numbers,
+        prices or lead forms ("Contact sales"): its label now sits over another column's values."""
+        index = self.column(*labels)
+        cells = [row[index] for row in self.rows if index < len(row) and row[index]]
+        if cells and all(_is_number_or_price(c) or is_contact(c) or is_not_available(c) for c in cells):
+            raise LayoutChanged(
+                f"column `{self.headers[index]}` of {self.where} should name what is priced but holds "
+                f"{cells[:3]}; has the page layout changed?"
+            )
+
+    def label_of(self, *labels: str) -> str:
+        """The header as printed of the column matching `labels` (`LayoutChanged` when none)."""
+        return self.headers[self.column(*labels)]
+
+
+def _is_number_or_price(text: str) -> bool:
+    priced = bool(_LABEL_CURRENCY.search(text) and re.search(r"\d", text))
+    return priced or bool(re.fullmatch(r"[\d\s.,/+x×%-]*", text))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a `Table`, its cells keyed by normalized label (see `Table.keys`).
+
+    Look cells up by label, never by position: `row.get("GPU model")`, `row.quote("On-demand",
+    stated=...)`. A reordered table reads the same; a renamed label raises `LayoutChanged` (through
+    `require`) or reads as absent (`get`).
+    """
+
+    cells: Mapping[str, str]
+    marks: Mapping[str, str]
+    element: bs4.Tag | None
+    table: Table = field(compare=False, repr=False)
+
+    def key(self, *labels: str) -> str | None:
+        index = self.table.find_column(*labels)
+        return None if index is None else self.table.keys[index]
+
+    def get(self, *labels: str, default: str | None = None) -> str | None:
+        """The cell under the header matching `labels`, or `default` when no header does."""
+        key = self.key(*labels)
+        return default if key is None else self.cells.get(key, default)
+
+    def require(self, *labels: str) -> str:
+        """The cell under the header matching `labels`; `LayoutChanged` naming them when none does."""
+        return self.cells.get(self.table.keys[self.table.column(*labels)], "")
+
+    def quote(self, *labels: str, stated: Stated | None = None) -> Quote | None:
+        """The price under the column matching `labels`, read with its basis (see `quote`)."""
+        index = self.table.column(*labels)
+        key = self.table.keys[index]
+        return quote(
+            self.cells.get(key, ""),
+            self.table.headers[index],
+            stated=stated,
+            where=f"column `{self.table.headers[index]}` of {self.table.where}",
+            marks=self.marks.get(key, ""),
+        )
+
 
 def _cells(row: bs4.Tag) -> list[bs4.Tag]:
     return [c for c in row.find_all(["th", "td"], recursive=False)]
@@ -241,31 +362,55 @@ def _span(cell: bs4.Tag, name: str, limit: int) -> int:
         return 1
 
 
-def _by_column(rows: Sequence[bs4.Tag]) -> list[list[str]]:
-    """Each row's cell texts by column, as a reader sees them: a colspan repeats a cell across,
-    a rowspan down (so `Table.get` finds the value under its header)."""
-    lines: list[list[str]] = []
-    below: dict[int, tuple[str, int]] = {}  # column -> (text of a cell spanning down, rows left)
+def _by_column(rows: Sequence[bs4.Tag]) -> list[list[tuple[str, str]]]:
+    """Each row's (cell text, footnote marks) by column, as a reader sees them: a colspan repeats
+    a cell across, a rowspan down (so `Table.get` finds the value under its header)."""
+    lines: list[list[tuple[str, str]]] = []
+    below: dict[int, tuple[tuple[str, str], int]] = {}  # column -> (a cell spanning down, rows left)
 
-    def fill(line: list[str]) -> None:
+    def fill(line: list[tuple[str, str]]) -> None:
         while len(line) in below:
-            text, left = below.pop(len(line))
+            value, left = below.pop(len(line))
             if left > 1:
-                below[len(line)] = (text, left - 1)
-            line.append(text)
+                below[len(line)] = (value, left - 1)
+            line.append(value)
 
     for row in rows:
-        line: list[str] = []
+        line: list[tuple[str, str]] = []
         for cell in _cells(row):
             fill(line)
-            text, down = _cell_text(cell), _span(cell, "rowspan", len(rows))
+            value, down = (_cell_text(cell), cell_marks(cell)), _span(cell, "rowspan", len(rows))
             for _ in range(_span(cell, "colspan", 1000)):  # 1000: the HTML limit
                 if down > 1:
-                    below[len(line)] = (text, down - 1)
-                line.append(text)
+                    below[len(line)] = (value, down - 1)
+                line.append(value)
         fill(line)
         lines.append(line)
     return lines
+
+
+_MARK_CHARS = re.compile(
+    r"[*\u2020\u2021\u00a7\u00b9\u00b2\u00b3\u2070\u2074-\u2079]+|\[\d{1,2}\]\s*$|\^\s*\d{1,2}"
+)
+
+
+def cell_marks(cell: bs4.PageElement) -> str:
+    """The footnote marks of a cell ("$0.74**" -> "**", "$2.99<sup>1</sup>" -> "1"), "" if none."""
+    if not isinstance(cell, bs4.Tag):
+        return "".join(m.group(0).strip() for m in _MARK_CHARS.finditer(str(cell)))
+    own = cell
+    if cell.find("table") is not None:
+        own = copy.copy(cell)
+        for nested in own.find_all("table"):
+            nested.decompose()
+    raw = _ZERO_WIDTH.sub("", own.get_text(" "))
+    found = [m.group(0).replace(" ", "") for m in _MARK_CHARS.finditer(raw)]
+    found += [
+        clean(sup.get_text())
+        for sup in own.find_all("sup")
+        if re.fullmatch(r"\d{1,2}", clean(sup.get_text()))
+    ]
+    return "".join(found)
 
 
 def _in_own_footer(row: bs4.Tag, table: bs4.Tag) -> bool:
@@ -286,7 +431,9 @@ def _html_table(table: bs4.Tag, where: str) -> Table | None:
     # no (or an empty) <thead>: the first row is the header
     header_rows = header_rows or rows[:1]
     body = [tr for tr in rows if tr not in header_rows]
-    head_lines, body_lines = _by_column(header_rows), _by_column(body)
+    head_marked, body_marked = _by_column(header_rows), _by_column(body)
+    head_lines = [[text for text, _ in line] for line in head_marked]
+    body_lines = [[text for text, _ in line] for line in body_marked]
     width = max(len(line) for line in head_lines + body_lines)
     # a header of several rows ("Price" over "On-demand" and "Spot") names each column by its
     # labels top to bottom; a row that is one cell across the whole table is a title, not a label
@@ -295,12 +442,42 @@ def _html_table(table: bs4.Tag, where: str) -> Table | None:
         " ".join(dict.fromkeys(line[i] for line in labels if i < len(line) and line[i]))
         for i in range(max(len(line) for line in labels))
     )
+    _check_data_labels(headers, body, where)
+    headers = tuple(header or _data_label(body_lines, body, i) for i, header in enumerate(headers))
     return Table(
         headers=headers,
         rows=tuple(tuple(line) for line in body_lines),
         where=where,
         elements=tuple(body),
+        marks=tuple(tuple(marks for _, marks in line) for line in body_marked),
     )
+
+
+def _check_data_labels(headers: Sequence[str], body: Sequence[bs4.Tag], where: str) -> None:
+    """Refuse a table whose header names a column otherwise than its own cells do: responsive
+    tables repeat each header in the cells' `data-label`, and when every cell of a column says
+    one label and the header another, one of them has moved (reading either could misprice)."""
+    for index, header in enumerate(headers):
+        label = _data_label([[""]], body, index)
+        if header and label and not label_matches(header, label):
+            raise LayoutChanged(
+                f"column `{header}` of {where} holds cells labelled `{label}` (data-label); the header "
+                "and its cells disagree, has the page layout changed?"
+            )
+
+
+def _data_label(lines: Sequence[Sequence[str]], body: Sequence[bs4.Tag], index: int) -> str:
+    """A label for a blank header: the `data-label` every body cell of that column carries
+    (Lambda's plan cells: `<th data-label="Plan">`), else "". Responsive tables repeat the
+    header there for small screens, so it is the page's own label, not a guess."""
+    labels: set[str] = set()
+    for row in body:
+        cells = _cells(row)
+        spans = any(_span(c, "colspan", 1000) > 1 or _span(c, "rowspan", 1000) > 1 for c in cells)
+        if index >= len(cells) or spans:
+            return ""  # spans shift positions: no safe way to line a cell up with the header
+        labels.add(clean(str(cells[index].get("data-label") or "")))
+    return labels.pop() if len(labels) == 1 and lines else ""
 
 
 def _aria_table(table: bs4.Tag, where: str) -> Table | None:
@@ -314,7 +491,13 @@ def _aria_table(table: bs4.Tag, where: str) -> Table | None:
     first = rows[0]
     headers = tuple(_text(c) for c in cells(first))
     body = rows[1:]
-    return Table(headers, tuple(tuple(_text(c) for c in cells(r)) for r in body), where, tuple(body))
+    return Table(
+        headers,
+        tuple(tuple(_text(c) for c in cells(r)) for r in body),
+        where,
+        tuple(body),
+        tuple(tuple(cell_marks(c) for c in cells(r)) for r in body),
+    )
 
 
 def tables(root: bs4.Tag, *, where: str) -> list[Table]:
@@ -330,7 +513,10 @@ def tables(root: bs4.Tag, *, where: str) -> list[Table]:
         if table is not None:
             found.append(table)
     # renumber so that "table 2" means the second table, not the second element
-    return [Table(t.headers, t.rows, f"{where} table {i}", t.elements) for i, t in enumerate(found, start=1)]
+    return [
+        Table(t.headers, t.rows, f"{where} table {i}", t.elements, t.marks)
+        for i, t in enumerate(found, start=1)
+    ]
 
 
 def _matches_all(headers: Sequence[str], labels: Sequence[str]) -> bool:
@@ -374,6 +560,7 @@ def _grid_tables(root: bs4.Tag, required: Sequence[str], where: str) -> list[Tab
             tuple(tuple(_text(c) for c in _children(r)) for r in rows),
             f"{where} grid {number}",
             tuple(rows),
+            tuple(tuple(cell_marks(c) for c in _children(r)) for r in rows),
         )
         for number, (headers, rows) in enumerate(reversed(found), start=1)
     ]
@@ -842,3 +1029,204 @@ def parse_vcpus(text: str | float | None) -> float | None:
     if isinstance(text, int | float):
         return float(text)
     return _single_number(text)
+
+
+# --- prices with their basis ---------------------------------------------------------------------
+
+_LABEL_CURRENCY = re.compile(rf"(US\$|C\$|A\$|[$€£¥₹])|\b({'|'.join(_CODES)})\b", re.I)
+
+
+@dataclass(frozen=True)
+class Stated:
+    """What a page says once for all its prices, outside a price cell and its column label.
+
+    `source` quotes or names where the page says it ("the card's other columns say 'per GPU'",
+    "footnote 2: per-GPU pricing is for inference customers only"): a connector states a basis
+    only where the page does, and says where. Anything left None must be read from the cell or
+    its label, or `quote` refuses.
+    """
+
+    currency: str | None = None
+    unit: str | None = None
+    per_gpu: bool | None = None
+    source: str = ""
+    # False: what the page's layout implies (one row per instance) rather than says in words;
+    # it fills in what the cell and label leave unsaid, and gives way where they say otherwise
+    binding: bool = True
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A price cell read completely: the amount as printed and the basis it is printed in.
+
+    `amount` is in `currency` per `unit`, for one GPU when `per_gpu`, else for the whole instance.
+    `basis` says where each part was read ("cell", "label" or "page: <source>").
+    """
+
+    text: str
+    amount: float
+    currency: str
+    unit: str
+    per_gpu: bool
+    is_from: bool
+    is_range: bool
+    footnote: str
+    basis: Mapping[str, str]
+
+    def per_hour(self) -> float:
+        """The amount per hour (per GPU when `per_gpu`)."""
+        return self.amount / HOURS_PER_UNIT[self.unit]
+
+    def instance_hour(self, gpu_count: float) -> float:
+        """The price of an instance of `gpu_count` GPUs per hour, in `currency`."""
+        return self.per_hour() * (gpu_count if self.per_gpu else 1.0)
+
+    def flags(self) -> dict[str, Any]:
+        """What an offer's `provider_data` carries about how the price was printed."""
+        data: dict[str, Any] = {
+            "price_text": self.text,
+            "price_basis": f"{self.currency} per {'GPU' if self.per_gpu else 'instance'}-{self.unit}",
+        }
+        if self.is_from or self.is_range:
+            data["price_is_from"] = True  # a lower bound ("from $X", the low end of a range)
+        if self.is_range:
+            data["price_is_range"] = True
+        if self.footnote:
+            data["price_footnote"] = self.footnote
+        return data
+
+
+_LABEL_FROM = re.compile(r"\b(from|starting|starts|as\s+low\s+as|min(imum)?)\b", re.I)
+
+
+def label_basis(label: str) -> tuple[str | None, bool | None, str | None]:
+    """(time unit, per GPU, currency) a column label states: "Price/GPU/hr ($)" -> ("hour", True, "USD")."""
+    unit, per_gpu = price_unit(label)
+    currencies = {_currency(m.group(0)) for m in _LABEL_CURRENCY.finditer(clean(label))}
+    currency = currencies.pop() if len(currencies) == 1 else None
+    if len(currencies) > 1:
+        currency = "?"
+    return unit, per_gpu, currency
+
+
+def _settle(
+    name: str, found: Sequence[tuple[str, Any]], text: str, where: str, binding: bool = True
+) -> tuple[Any, str]:
+    """The one value every source that states `name` agrees on, and where it was read. The last
+    source is the page's; when not `binding` it only fills in what the others leave unsaid."""
+    stated = [(source, value) for source, value in found if value is not None]
+    if not binding and len(stated) > 1 and stated[-1][0] == found[-1][0]:
+        stated = stated[:-1]
+    if not stated:
+        raise LayoutChanged(
+            f"price {text!r} in {where}: no {name} stated in the cell, its label or the page; "
+            "refusing to guess (has the page layout changed?)"
+        )
+    values = {value for _, value in stated}
+    if len(values) > 1 or "?" in values:
+        said = ", ".join(f"{source} says {value}" for source, value in stated)
+        raise LayoutChanged(
+            f"price {text!r} in {where}: the {name} contradicts itself ({said}); has the page layout changed?"
+        )
+    return stated[0][1], stated[0][0]
+
+
+def quote(
+    text: str | None, label: str = "", *, stated: Stated | None = None, where: str, marks: str = ""
+) -> Quote | None:
+    """A price cell read with its currency, time unit and per-GPU basis, from the cell, its column
+    label and what the page states once (`stated`), which must agree.
+
+    None when the cell is not a price (contact form, "N/A", words without a number): tell those
+    apart with `is_contact` / `is_not_available`. `LayoutChanged`, naming what was found, when a
+    price's currency, unit or basis is stated nowhere, or stated twice differently (a "$" cell
+    under a "(EUR)" label, "/GPU-hr" under "per instance", "/mo" under "per hour"). A "from"
+    price, a range (its low end) and footnote marks (`marks`, as `Table.marks` keeps them) are
+    flagged on the `Quote`.
+    """
+    stated = stated or Stated()
+    money = parse_money(text)
+    if money is None:
+        return None
+    text = clean(text)
+    unit_l, per_gpu_l, currency_l = label_basis(label)
+    page = f"page: {stated.source or 'stated by the connector'}"
+    currency, currency_from = _settle(
+        "currency",
+        [("cell", money.currency or None), ("label", currency_l), (page, stated.currency)],
+        text,
+        where,
+        stated.binding,
+    )
+    unit, unit_from = _settle(
+        "time unit",
+        [("cell", money.unit), ("label", unit_l), (page, stated.unit)],
+        text,
+        where,
+        stated.binding,
+    )
+    per_gpu, per_from = _settle(
+        "price basis (per GPU or per instance)",
+        [("cell", money.per_gpu), ("label", per_gpu_l), (page, stated.per_gpu)],
+        text,
+        where,
+        stated.binding,
+    )
+    if unit not in HOURS_PER_UNIT:
+        raise LayoutChanged(f"price {text!r} in {where} is per {unit}, a unit no offer can use")
+    # parse_money marks a range's low end as "from"; a "from" word says it of a single price
+    said_from = bool(_FROM.search(text)) or bool(_LABEL_FROM.search(clean(label)))
+    is_range = money.is_from and not _FROM.search(text)
+    return Quote(
+        text=text,
+        amount=money.amount,
+        currency=currency,
+        unit=unit,
+        per_gpu=bool(per_gpu),
+        is_from=said_from,
+        is_range=is_range,
+        footnote="".join(dict.fromkeys(marks)) if marks else "",
+        basis={"currency": currency_from, "unit": unit_from, "per": per_from},
+    )
+
+
+def check_instance_price(per_gpu: Quote, instance: Quote, gpu_count: float, *, where: str) -> None:
+    """Refuse a per-GPU price whose value times the GPU count is not the instance price beside it.
+
+    Pages print prices to the cent, so a per-GPU price may be off by half a cent per GPU and the
+    instance price by half a cent: anything further apart means one of the two columns is not
+    what its label says.
+    """
+    if per_gpu.currency != instance.currency:
+        raise LayoutChanged(
+            f"{where}: per-GPU price {per_gpu.text!r} is in {per_gpu.currency}, the instance price "
+            f"{instance.text!r} in {instance.currency}; has the page layout changed?"
+        )
+    expected, found = per_gpu.instance_hour(gpu_count), instance.instance_hour(gpu_count)
+    tolerance = (0.005 * gpu_count + 0.005) / HOURS_PER_UNIT[per_gpu.unit]
+    if abs(expected - found) > tolerance:
+        raise LayoutChanged(
+            f"{where}: per-GPU price {per_gpu.text!r} x {gpu_count:g} GPUs is {expected:.4f}/hour, but "
+            f"the instance price {instance.text!r} is {found:.4f}/hour; a column is not what its label "
+            "says (has the page layout changed?)"
+        )
+
+
+# --- one page, fetched and revalidated ----------------------------------------------------------
+
+
+def read_pages(
+    responses: Sequence[RawResponse],
+    scopes: Sequence[str | Mapping[str, str]],
+    read: Callable[[RawResponse], Iterator[Any]],
+) -> Iterator[Any]:
+    """The parse loop every single-page connector shares: a not-modified answer (HTTP 304 to the
+    validators `fetch_page` sent) becomes one `Unchanged` per scope it covers (a scope is an
+    offer scope name, "on_demand:global", or a mapping of Offer fields); any other is `read`."""
+    for response in responses:
+        if is_not_modified(response):
+            for scope in scopes:
+                match = scope if isinstance(scope, Mapping) else {"scope": scope}
+                yield Unchanged(match, reason=f"{response.url} not modified (HTTP 304)")
+            continue
+        yield from read(response)

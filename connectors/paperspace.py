@@ -27,6 +27,15 @@ Quirks handled:
 A page without any "Multi-GPU types" card, or whose cards have no "/ hour" price block at all,
 raises `LayoutChanged`; one card without a readable price is a wrong row (`problem`).
 Scope: `pricing:dedicated_gpus`.
+
+What is current (checked 2026-12-01 with the search tools): the only layout known is the 2024-01
+Wayback capture. DigitalOcean's "Upcoming Changes for Paperspace Customers"
+(docs.digitalocean.com/products/paperspace/details/changes) still sends customers to the
+Paperspace pricing page for prices, so the page is still the documented price source; no later
+capture or peer parse of it was found. Whether the cards (and the "Multiply the specs and price"
+sentence) survive, only a live run can settle: a page without `Multi-GPU types` cards raises
+`LayoutChanged` naming that label, never an empty catalog. Prices are read with the currency the
+card shows (a "€" card is EUR), "from" prices are flagged (`price_is_from`).
 """
 
 from __future__ import annotations
@@ -85,11 +94,7 @@ def fetch(
 
 
 def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excluded]:
-    for response in responses:
-        if pages.is_not_modified(response):
-            yield from pages.unchanged(response, (SCOPE,))
-            continue
-        yield from page_offers(response)
+    yield from pages.read_pages(responses, (SCOPE,), page_offers)
 
 
 def page_offers(response: RawResponse) -> Iterator[Offer | Excluded]:
@@ -115,6 +120,10 @@ def page_offers(response: RawResponse) -> Iterator[Offer | Excluded]:
         if extra.get("price_from_footnote"):
             left_out["commitment_price"] += len(counts)  # the card's own figure is left out
         specs = read_specs(card.specs)
+        money = pages.parse_money(card.price_text)
+        currency = (money.currency if money is not None else "") or "USD"
+        if money is not None and money.is_from and not extra.get("price_from_footnote"):
+            extra = {**extra, "price_is_from": True}
         for count in counts:
             yield Offer(
                 provider=name,
@@ -123,7 +132,7 @@ def page_offers(response: RawResponse) -> Iterator[Offer | Excluded]:
                 pricing_type="on_demand",
                 price_source="list",
                 price_per_hour=round(price * count, 6) if math.isfinite(price) else price,
-                currency="USD",
+                currency=currency,
                 gpu_name_raw=card.gpu_type,
                 gpu_count=float(count),
                 gpu_memory_gb_raw=specs.vram_gb,
@@ -209,7 +218,9 @@ def card_price(card: Card, notes: Mapping[str, str]) -> tuple[float | None, str 
             )
         if _COMMITMENT.search(note):
             on_demand = re.search(
-                rf"on-demand pricing for {re.escape(card.gpu_type)} is (\$\s*[\d.,]+\s*/\s*hour)", note, re.I
+                rf"on-demand pricing for {re.escape(card.gpu_type)} is ([$€£]\s*[\d.,]+\s*/\s*hour)",
+                note,
+                re.I,
             )
             if on_demand is None:
                 return None, None, {}
@@ -230,9 +241,12 @@ def _hourly(money: pages.Money, card: Card) -> tuple[float, str | None]:
     unit = money.unit or "hour"  # the price block's "/ hour" element was how the card was found
     if unit not in HOURS_PER_UNIT:
         return math.nan, f"card {card.gpu_type!r} price has unit {unit!r}"
+    if money.per_gpu is False and card.multi_gpu:
+        # a card is a one-GPU machine type; a per-instance price beside multi-GPU types is unplaceable
+        raise LayoutChanged(f"card {card.gpu_type!r} of {WHERE} prices per instance ({card.price_text!r})")
     amount = per_hour(money.amount, unit)
-    if money.currency not in ("", "USD"):
-        return math.nan, f"card {card.gpu_type!r} price is in {money.currency}, expected USD"
+    if not money.currency:
+        return math.nan, f"card {card.gpu_type!r} price {card.price_text!r} states no currency"
     if not math.isfinite(amount) or amount <= 0:
         return amount, f"price {amount} is not a positive price"
     return round(amount, 6), None

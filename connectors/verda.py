@@ -45,8 +45,17 @@ Quirks handled:
   record mode the recording transport would write the token answer's body to disk; in replay
   there is nothing to replay). See `_api_allowed`.
 
-Scopes: `products:on_demand`, `products:dynamic`, `products:spot` (one page table column each),
-and `api:on_demand`, `api:dynamic`, `api:spot`.
+Keyless first (issue 18, 2026-12-01): without credentials, `fetch` asks
+`GET https://api.verda.com/v1/instance-types?currency=usd` with no token before the page. The API
+docs (https://api.verda.com/v1/docs, read 2026-12-01) say every request needs the OAuth token
+"except for a few open endpoints" without listing them, and the peers that run live (gpuhunt's
+`VerdaProvider`, SkyPilot's `fetch_verda`) always authenticate; so an answer of 401/403, any
+fetch error, or anything but a non-empty JSON list of types falls back to the products page. Only
+a live run can settle whether the endpoint answers without a token; both paths are tested.
+
+Scopes: `instances:on_demand`, `instances:dynamic`, `instances:spot`, the same whichever source
+priced them (page table columns or API keys), so a run that moves between the API and the page
+fallback neither vanishes nor duplicates a scope.
 """
 
 from __future__ import annotations
@@ -61,16 +70,15 @@ from urllib.parse import parse_qs, urlsplit
 
 from connectors import pages
 from connectors.base import (
-    HOURS_PER_UNIT,
     ConnectorError,
     Excluded,
+    FetchError,
     LayoutChanged,
     Offer,
     PricingType,
     RawResponse,
     Unchanged,
     excluded,
-    per_hour,
 )
 from connectors.http import Client
 
@@ -96,7 +104,7 @@ TIERS: tuple[tuple[str, str, PricingType, str], ...] = (
     ("Dynamic price", "dynamic", "on_demand", " (dynamic)"),
     ("Spot price", "spot", "spot", ""),
 )
-PAGE_SCOPES = tuple(f"products:{tier}" for _, tier, _, _ in TIERS)
+PAGE_SCOPES = tuple(f"instances:{tier}" for _, tier, _, _ in TIERS)
 # (API price key, tier, pricing type, suffix, key required in every object)
 API_PRICES: tuple[tuple[str, str, PricingType, str, bool], ...] = (
     ("price_per_hour", "on_demand", "on_demand", "", True),
@@ -114,10 +122,15 @@ def fetch(
     creds: Mapping[str, str],
     previous: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Iterator[RawResponse]:
-    yield pages.fetch_page(client, PAGE_URL, previous)
     client_id, secret = creds.get(CLIENT_ID), creds.get(CLIENT_SECRET)
     if not (client_id and secret):
+        keyless = _keyless_types(client)
+        if keyless is not None:
+            yield keyless
+            return
+        yield pages.fetch_page(client, PAGE_URL, previous)  # the fallback
         return
+    yield pages.fetch_page(client, PAGE_URL, previous)
     if not _api_allowed(client):
         log.info(
             "verda: API credentials set but the client is in %s mode; the token answer would be "
@@ -129,6 +142,33 @@ def fetch(
     yield client.fetch("GET", INSTANCE_TYPES_URL, params={"currency": "usd"}, headers=headers)
     for is_spot in ("false", "true"):
         yield client.fetch("GET", AVAILABILITY_URL, params={"isSpot": is_spot}, headers=headers)
+
+
+def _keyless_types(client: Client) -> RawResponse | None:
+    """The instance-types list asked without a token, or None when it is not usable (refused,
+    unreachable, not in the cassette, or not a non-empty list of types): the page is then read."""
+    try:
+        answer = client.fetch(
+            "GET",
+            INSTANCE_TYPES_URL,
+            params={"currency": "usd"},
+            headers={"Accept": "application/json"},
+            ok_statuses=(401, 403),
+        )
+    except FetchError as exc:
+        log.info("verda: keyless instance-types not available (%s); reading the products page", exc)
+        return None
+    if answer.status != 200:
+        log.info(
+            "verda: instance-types answered HTTP %s without a token; reading the products page", answer.status
+        )
+        return None
+    try:
+        instance_types(answer.json(), answer.url)
+    except LayoutChanged as exc:
+        log.info("verda: keyless instance-types answer not usable (%s); reading the products page", exc)
+        return None
+    return answer
 
 
 def _api_allowed(client: Any) -> bool:
@@ -166,11 +206,7 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
         items = instance_types(response.json(), response.url)
         api_types |= {str(item.get("instance_type")) for item in items}
         yield from api_offers(items, locations)
-    for response in page:
-        if pages.is_not_modified(response):
-            yield from pages.unchanged(response, PAGE_SCOPES)
-            continue
-        yield from page_offers(response, skip=frozenset(api_types))
+    yield from pages.read_pages(page, PAGE_SCOPES, lambda r: page_offers(r, skip=frozenset(api_types)))
 
 
 def _is_page(url: str) -> bool:
@@ -189,11 +225,20 @@ def page_offers(response: RawResponse, skip: frozenset[str] = frozenset()) -> It
     )
     left_out: Counter[str] = Counter()
     yielded = 0
+    seen: set[str] = set()
     for table in found:
         table.column("Instance name")
         table.column("On demand price")  # LayoutChanged with the label if a table lacks it
-        for row in table.rows:
-            instance = table.get(row, "Instance name") or ""
+        table.check_names("Instance name")
+        table.check_price_columns(*(label for label, *_ in TIERS))
+        for row in table.read():
+            instance = row.get("Instance name") or ""
+            if instance and instance in seen:
+                # instance names are unique: a repeated one is another column under that label
+                raise LayoutChanged(
+                    f"instance name {instance!r} appears twice in {WHERE}; has the page layout changed?"
+                )
+            seen.add(instance)
             if not instance:
                 continue  # a spacer or sub-heading row
             if instance in skip:
@@ -210,26 +255,39 @@ def page_offers(response: RawResponse, skip: frozenset[str] = frozenset()) -> It
     yield from excluded(left_out)
 
 
-def _page_row_offers(table: pages.Table, row: Sequence[str], instance: str) -> Iterator[Offer | Excluded]:
-    model = table.get(row, "GPU model") or ""
-    count = pages.parse_count(table.get(row, "GPU")) or _leading_count(instance)
+# A row is one instance type priced as a whole ("$7.27/h" for 2x B200): the page's layout, used
+# where a cell and its label say nothing of the basis; a "per GPU" label or cell is read as such.
+PER_INSTANCE = pages.Stated(per_gpu=False, source="one row per instance type (Instance name)", binding=False)
+
+
+def _page_row_offers(table: pages.Table, row: pages.Row, instance: str) -> Iterator[Offer | Excluded]:
+    model = row.get("GPU model") or ""
+    stated_count = pages.parse_count(row.get("GPU"))
+    named_count = _leading_count(instance)
+    if stated_count is not None and named_count is not None and stated_count != named_count:
+        # "2B200.60V" names 2 GPUs: a `GPU` column saying otherwise is not the GPU count
+        raise LayoutChanged(
+            f"row {instance!r} of {table.where}: the `GPU` column says {stated_count} GPUs, the instance "
+            f"name {named_count}; has the page layout changed?"
+        )
+    count = stated_count if stated_count is not None else named_count
     if count == 0:
         yield Excluded("cpu_only")
         return
     label = pages.parse_gpu_label(model)
-    total_vram = pages.parse_gb(table.get(row, "VRAM"))
+    total_vram = pages.parse_gb(row.get("VRAM"))
     per_gpu_vram = label.vram_gb or (total_vram / count if total_vram and count else None)
     for column, tier, pricing_type, suffix in TIERS:
         if table.find_column(column) is None:
             continue  # tier not on this page: its scope vanishes and is held by the warehouse
-        cell = table.get(row, column) or ""
+        cell = row.get(column) or ""
         if pages.is_not_available(cell):
             yield Excluded(f"not_offered:{tier}")
             continue
         if pages.is_contact(cell):
             yield Excluded("contact_sales")
             continue
-        price, currency, problem = hourly_price(cell)
+        price, currency, problem, flags = hourly_price(row, column, float(count or 0))
         yield Offer(
             provider=name,
             instance_type=instance + suffix,
@@ -241,35 +299,41 @@ def _page_row_offers(table: pages.Table, row: Sequence[str], instance: str) -> I
             gpu_name_raw=label.name or model or None,
             gpu_count=float(count) if count else math.nan,
             gpu_memory_gb_raw=per_gpu_vram,
-            vcpus=pages.parse_vcpus(table.get(row, "CPU")),
-            ram_gb=pages.parse_gb(table.get(row, "RAM")),
+            vcpus=pages.parse_vcpus(row.get("CPU")),
+            ram_gb=pages.parse_gb(row.get("RAM")),
             provider_data={
                 "source": "products_page",
                 "pricing": "dynamic" if tier == "dynamic" else "fixed",
                 "base_instance_type": instance,
-                "p2p": table.get(row, "P2P"),
+                "p2p": row.get("P2P"),
                 "vram_total_gb": total_vram,
                 "price_text": cell,
                 "table": table.where,
+                **flags,
             },
-            scope=f"products:{tier}",
+            scope=f"instances:{tier}",
             problem=problem if count else (problem or f"GPU count unreadable in row {instance!r}"),
         )
 
 
-def hourly_price(cell: str) -> tuple[float, str, str | None]:
-    """(price per instance-hour, currency, problem) from a page price cell such as "$3.64/h"."""
-    money = pages.parse_money(cell)
-    if money is None:
-        return math.nan, "USD", f"price cell {cell!r} is not a price"
-    if money.unit not in HOURS_PER_UNIT:
-        return math.nan, money.currency or "USD", f"price cell {cell!r} states no time unit"
-    if not money.currency:
-        return math.nan, "USD", f"price cell {cell!r} states no currency"
-    amount = round(per_hour(money.amount, money.unit), 6)
+def hourly_price(row: pages.Row, column: str, count: float) -> tuple[float, str, str | None, dict[str, Any]]:
+    """(price per instance-hour, currency, problem, provider_data flags) of one price cell
+    ("$3.64/h": the cell states currency and unit; the basis is the row's, see `PER_INSTANCE`).
+
+    A cell whose currency or unit is stated nowhere is a wrong row (its `LayoutChanged` message
+    is the problem); `page_offers` refuses the page when no cell can be read at all.
+    """
+    cell = row.get(column) or ""
+    try:
+        quote = row.quote(column, stated=PER_INSTANCE)
+    except LayoutChanged as exc:
+        return math.nan, "USD", str(exc), {}
+    if quote is None:
+        return math.nan, "USD", f"price cell {cell!r} is not a price", {}
+    amount = round(quote.instance_hour(count), 6)
     if not math.isfinite(amount) or amount <= 0:
-        return amount, money.currency, f"price {amount} is not a positive price"
-    return amount, money.currency, None
+        return amount, quote.currency, f"price {amount} is not a positive price", quote.flags()
+    return amount, quote.currency, None, quote.flags()
 
 
 def _leading_count(instance: str) -> int | None:
@@ -365,7 +429,7 @@ def api_offers(
                     "max_dynamic_price": _number(item.get("max_dynamic_price")),
                     "locations": sorted((where or {}).get(instance, [])),
                 },
-                scope=f"api:{tier}",
+                scope=f"instances:{tier}",
                 problem=problem,
             )
     yield from excluded(left_out)

@@ -122,7 +122,19 @@ def test_wrong_prices_are_flagged() -> None:
     found = offers(list(crusoe.parse([page(body)])))
     assert "not a positive number" in (found[("8x AMD MI300X 192GB", "on_demand")].problem or "")
     # a price that no longer says per GPU would be off by the GPU count
-    assert "per GPU-hour" in (found[("8x NVIDIA H100 80GB HGX", "on_demand")].problem or "")
+    assert "no time unit stated" in (found[("8x NVIDIA H100 80GB HGX", "on_demand")].problem or "")
+
+
+def test_a_page_whose_prices_all_lost_their_basis_raises() -> None:
+    body = FIXTURE.read_text().replace("/GPU-hr", "")
+    with pytest.raises(LayoutChanged, match="no time unit stated in the cell, its label or the page"):
+        list(crusoe.parse([page(body)]))
+
+
+def test_a_per_instance_price_is_refused() -> None:
+    body = FIXTURE.read_text().replace("/GPU-hr", "/instance-hr")
+    with pytest.raises(LayoutChanged, match="is per instance, but the page names no instance size"):
+        list(crusoe.parse([page(body)]))
 
 
 def test_a_renamed_header_raises_naming_the_labels() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from connectors import fluidstack
+from connectors import fluidstack, pages
 from connectors.base import LayoutChanged, Offer, RawResponse, Unchanged, exclusions
 from connectors.http import make_client
 from warehouse.hardware import HardwareCatalog
@@ -37,9 +37,10 @@ def offers_of(items: list[Any]) -> dict[str, Offer]:
 
 def table(header: str = "On-Demand Price (/hr)", price: str = "$2.89") -> bytes:
     return (
-        f"<table><thead><tr><th><p>Model</p></th><th><p>VRAM (GB)</p></th><th><p>{header}</p></th>"
+        "<table><thead><tr><th><p>Model</p></th><th><p>VRAM (GB)</p></th><th><p>Max vCPUs per GPU</p></th>"
+        f"<th><p>{header}</p></th>"
         f"<th><p>1 Year price (/hr)</p></th></tr></thead><tbody><tr><th><h2>Nvidia H100 PCIe</h2></th>"
-        f"<td><p>80</p></td><td><p>{price}</p></td><td><p>$2.05</p></td></tr></tbody></table>"
+        f"<td><p>80</p></td><td><p>48</p></td><td><p>{price}</p></td><td><p>$2.05</p></td></tr></tbody></table>"
     ).encode()
 
 
@@ -49,14 +50,18 @@ def table(header: str = "On-Demand Price (/hr)", price: str = "$2.89") -> bytes:
         ("$2.89", "hour", 2.89, None),
         ("$2.89<br/>", "hour", 2.89, None),
         ("$0.05/min", None, 3.0, None),
-        ("$2.89", None, math.nan, "no usable time unit"),
-        ("2.89", "hour", 2.89, "no currency"),
+        ("$2.89", None, math.nan, "no time unit stated"),
+        ("2.89", "hour", math.nan, "no currency stated"),
         ("-$1.00", "hour", -1.0, "not a positive price"),
         ("ask", "hour", math.nan, "not a price"),
     ],
 )
 def test_gpu_hour_price(cell: str, unit: str | None, price: float, problem: str | None) -> None:
-    amount, _, issue = fluidstack.gpu_hour_price(cell, unit)
+    # the header states the unit ("On-Demand Price (/hr)") or not; a row is one GPU
+    header = "On-Demand Price (/hr)" if unit == "hour" else "On-Demand Price"
+    table = pages.Table(("Model", header), (("Nvidia H100", pages.clean(cell.replace("<br/>", ""))),), "t")
+    stated = pages.Stated(per_gpu=True, source="a test row of one GPU")
+    amount, _, issue, _ = fluidstack.gpu_hour_price(table.read()[0], stated)
     assert (math.isnan(amount) and math.isnan(price)) or amount == pytest.approx(price)
     assert (issue is None) == (problem is None) and (problem is None or problem in issue)
 

@@ -92,12 +92,15 @@ def test_capture_on_demand_rows(capture: list[object]) -> None:
 
 def test_capture_spot_rows(capture: list[object]) -> None:
     spot = {k: o for k, o in by_key(capture).items() if k[1] == "spot"}
-    assert len({o.gpu_name_raw for o in spot.values()}) == 5 and len(spot) == 20
+    # issue 18: one offer per listed row (the per-GPU rate as 1 GPU), no flavor sizes the page
+    # does not list for spot
+    assert len({o.gpu_name_raw for o in spot.values()}) == 5 and len(spot) == 5
     assert spot[("1x NVIDIA H100 PCIe", "spot")].price_per_hour == 2.00
-    assert spot[("8x NVIDIA RTX Pro 6000 SE", "spot")].price_per_hour == pytest.approx(8 * 1.48)
+    assert spot[("1x NVIDIA RTX Pro 6000 SE", "spot")].price_per_hour == 1.48
     assert spot[("1x NVIDIA A100", "spot")].price_per_hour == 1.08
     assert spot[("1x NVIDIA L40", "spot")].price_per_hour == 0.80  # " $0.80": leading space
-    assert spot[("4x NVIDIA A6000", "spot")].price_per_hour == pytest.approx(1.60)
+    assert spot[("1x NVIDIA A6000", "spot")].provider_data["gpu_counts_basis"].startswith("listed")
+    assert ("8x NVIDIA RTX Pro 6000 SE", "spot") not in spot and ("4x NVIDIA A6000", "spot") not in spot
 
 
 def test_reservation_rows_are_excluded(capture: list[object]) -> None:
@@ -190,7 +193,7 @@ def test_removed_spot_card_is_a_layout_change() -> None:
 def test_a_missing_reservation_card_loses_no_price() -> None:
     body = FIXTURE.read_bytes().replace(b"<span>Reservation</span> Pricing", b"<span>Commit</span> Plans")
     found = items(body)
-    assert exclusions(found) == {} and len(by_key(found)) == 31
+    assert exclusions(found) == {} and len(by_key(found)) == 22
 
 
 # --- fixture, wrong rows, replay ------------------------------------------------------------------------
@@ -199,11 +202,11 @@ def test_a_missing_reservation_card_loses_no_price() -> None:
 def test_fixture_offers() -> None:
     found = items(FIXTURE.read_bytes())
     offers = by_key(found)
-    assert len(offers) == 31 and exclusions(found) == {
+    assert len(offers) == 22 and exclusions(found) == {
         "reserved pricing (a term commitment, not on-demand)": 2
     }
     assert offers[("8x NVIDIA B200", "on_demand")].price_per_hour == 48.0
-    assert offers[("2x NVIDIA L40", "spot")].price_per_hour == 1.6
+    assert offers[("1x NVIDIA L40", "spot")].price_per_hour == 0.8
 
 
 @pytest.mark.parametrize(("cell", "problem"), [("$0.00", "non-positive"), ("$ —", "not a price")])
@@ -236,7 +239,7 @@ def test_not_modified_keeps_both_scopes_current() -> None:
 def test_replay_cassette_runs_fetch_and_parse_offline() -> None:
     with make_client(replay=REPO / "tests" / "replay") as client:
         raw = list(hyperstack.fetch(client, {}, None))
-    assert len(by_key(list(hyperstack.parse(raw)))) == 31
+    assert len(by_key(list(hyperstack.parse(raw)))) == 22
 
 
 def test_fixture_is_small_and_says_it_is_hand_written() -> None:

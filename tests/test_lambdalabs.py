@@ -178,7 +178,7 @@ def test_a_renamed_price_header_raises_naming_it() -> None:
 
 def test_a_price_header_without_per_gpu_raises() -> None:
     body = fixture_page().replace("PRICE/GPU/HR*", "PRICE/HR")
-    with pytest.raises(LayoutChanged, match="no longer says per GPU"):
+    with pytest.raises(LayoutChanged, match=r"no price basis \(per GPU or per instance\) stated"):
         list(lambdalabs.parse([page(body)]))
 
 

@@ -175,14 +175,69 @@ def test_a_renamed_price_header_raises() -> None:
 
 def test_a_price_column_without_gpu_hour_raises() -> None:
     body = FIXTURE.read_text().replace("Spot price, GPU-hour*", "Spot price, per hour")
-    with pytest.raises(LayoutChanged, match="no longer says per GPU-hour"):
+    with pytest.raises(LayoutChanged, match=r"no price basis \(per GPU or per instance\) stated"):
         list(nebius.parse([page(body)]))
 
 
-def test_a_removed_table_raises() -> None:
+def test_a_per_instance_price_is_refused_because_no_row_names_its_size() -> None:
+    # one row is sold in several GPU counts: an instance price cannot be placed on any of them
+    body = FIXTURE.read_text().replace("Spot price, GPU-hour*", "Spot price, instance-hour")
+    with pytest.raises(LayoutChanged, match="is per instance, but the page names no instance size"):
+        list(nebius.parse([page(body)]))
+
+
+def test_a_page_without_the_separate_spot_table_still_publishes_on_demand() -> None:
+    # issue 18: since 2026-07 the spot table may be gone; on-demand prices must still load
     body = FIXTURE.read_text().replace("Preemptible NVIDIA GPU Instances", "Reserved capacity")
-    with pytest.raises(LayoutChanged, match="heading `Preemptible NVIDIA GPU Instances` not found"):
-        list(nebius.parse([page(body)]))
+    items = list(nebius.parse([page(body)]))
+    found = offers(items)
+    assert {k[1] for k in found} == {"on_demand"} and len(found) == 11
+    assert exclusions(items)["no_spot_prices_on_page"] == 1
+
+
+def _merged_spot_column() -> str:
+    """The fixture with spot as a column of the main table, the preemptible table removed."""
+    head = "<p>GPU-hour (Effective October 1, 2026)</p></div></div>"
+    cell = '<div class="pc-highlight-table-block__cell"><div><p>{}</p></div></div>'
+    body = FIXTURE.read_text().replace(head, head + cell.format("Spot price, GPU-hour"), 1)
+    # each on-demand row gains a spot cell after its effective-date price
+    for old, spot in (("$9.50", "from $0.99"), ("$5.40", "from $0.79"), ("$4.50</p></div></div></div>", "")):
+        if spot:
+            target = f"<p>{old}</p></div></div>"
+            body = body.replace(target, target + cell.format(spot), 1)
+    body = body.replace("Preemptible NVIDIA GPU Instances", "Reserved capacity")
+    return body
+
+
+def test_spot_merged_into_the_main_table_as_a_column() -> None:
+    items = list(nebius.parse([page(_merged_spot_column())]))
+    found = offers(items)
+    b300 = found[("8x NVIDIA HGX B300", "spot")]
+    assert b300.price_per_hour == pytest.approx(8 * 0.99) and b300.provider_data["price_is_from"]
+    assert b300.scope == "spot:preemptible" and "main table" in b300.provider_data["layout"]
+    assert found[("8x NVIDIA HGX B300", "on_demand")].price_per_hour == pytest.approx(8 * 9.50)
+    assert "no_spot_prices_on_page" not in exclusions(items)
+
+
+def test_spot_merged_into_the_main_table_as_rows() -> None:
+    row = (
+        '<div class="pc-highlight-table-block__row">'
+        + "".join(
+            f'<div class="pc-highlight-table-block__cell"><div><p>{v}</p></div></div>'
+            for v in ("NVIDIA HGX H100 (preemptible)", "16", "200", "from $0.79", "from $0.79")
+        )
+        + "</div>"
+    )
+    body = FIXTURE.read_text().replace("Preemptible NVIDIA GPU Instances", "Reserved capacity")
+    body = body.replace(
+        '<div class="pc-highlight-table-block__body">',
+        '<div class="pc-highlight-table-block__body">' + row,
+        1,
+    )
+    found = offers(list(nebius.parse([page(body)])))
+    spot = found[("8x NVIDIA HGX H100", "spot")]
+    assert spot.price_per_hour == pytest.approx(8 * 0.79) and spot.scope == "spot:preemptible"
+    assert found[("8x NVIDIA HGX H100", "on_demand")].price_per_hour == pytest.approx(8 * 4.50)
 
 
 def test_not_modified_keeps_both_scopes() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from connectors import verda
+from connectors import pages, verda
 from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, Unchanged, exclusions
 from connectors.http import make_client
 from warehouse.hardware import HardwareCatalog
@@ -62,14 +62,17 @@ def page_html(header: str = "On demand price", spot: str = "$0.80/h", on_demand:
         ("$3.64/h", 3.64, None),
         ("$29.10/h", 29.10, None),
         ("$0.05/min", 3.0, None),
-        ("$3.64", math.nan, "no time unit"),
-        ("3.64/h", math.nan, "no currency"),
+        ("$3.64", math.nan, "no time unit stated"),
+        ("3.64/h", math.nan, "no currency stated"),
+        ("$3.64/GPU/h", 7.28, None),  # a per-GPU cell is read as such: x 2 GPUs
         ("$0.00/h", 0.0, "not a positive price"),
         ("soon", math.nan, "not a price"),
     ],
 )
 def test_hourly_price(cell: str, price: float, problem: str | None) -> None:
-    amount, currency, issue = verda.hourly_price(cell)
+    # one cell under "On demand price" in a row of 2 GPUs
+    table = pages.Table(("Instance name", "On demand price"), (("2B200.60V", cell),), "a test table")
+    amount, currency, issue, _ = verda.hourly_price(table.read()[0], "On demand price", 2.0)
     assert currency == "USD"
     assert (math.isnan(amount) and math.isnan(price)) or amount == pytest.approx(price)
     assert (issue is None) == (problem is None) and (problem is None or problem in issue)
@@ -95,7 +98,7 @@ def test_real_products_page(shared_raw: Path) -> None:
         "B200 SXM6 180GB",
         30.0,
         184.0,
-        "products:on_demand",
+        "instances:on_demand",
     )
     eight = offers[("8B200.240V", "on_demand")]
     assert (eight.price_per_hour, eight.gpu_count, eight.gpu_memory_gb_raw) == (29.10, 8.0, 180.0)
@@ -103,7 +106,7 @@ def test_real_products_page(shared_raw: Path) -> None:
     assert offers[("8B200.240V (dynamic)", "on_demand")].price_per_hour == 21.42
     assert offers[("8B200.240V", "spot")].price_per_hour == 6.43
     assert offers[("2B200.60V", "spot")].price_per_hour == 1.61
-    assert offers[("4B200.120V (dynamic)", "on_demand")].scope == "products:dynamic"
+    assert offers[("4B200.120V (dynamic)", "on_demand")].scope == "instances:dynamic"
     assert all(o.price_source == "list" and o.problem is None for o in offers.values())
 
 
@@ -160,7 +163,7 @@ def test_real_api_samples(shared_raw: Path) -> None:
     assert (a6000.price_per_hour, a6000.gpu_memory_gb_raw, a6000.available) == (1.98, 48.0, True)
     assert a6000.provider_data["locations"] == ["FIN-01"] and a6000.provider_data["p2p"] == "50GB/s"
     spot = offers[("2A6000.20V", "spot")]
-    assert (spot.price_per_hour, spot.scope, spot.available) == (0.70, "api:spot", None)
+    assert (spot.price_per_hour, spot.scope, spot.available) == (0.70, "instances:spot", None)
     assert offers[("1H100.80S.30V", "spot")].price_per_hour == 1.70
 
 
@@ -288,11 +291,44 @@ def test_fetch_with_credentials_never_keeps_or_logs_the_token(caplog: pytest.Log
     assert offers_of(items)[("1B200.30V", "on_demand")].available is True
 
 
-def test_fetch_without_credentials_reads_only_the_page() -> None:
+def test_fetch_without_credentials_asks_the_keyless_api_then_falls_back_to_the_page() -> None:
+    # this API refuses a request without a token (401): the page is the fallback
     sent: list[httpx.Request] = []
     with make_client(transport=api_handler(sent)) as client:
         responses = list(verda.fetch(client, {}, None))
-    assert [r.url for r in responses] == [verda.PAGE_URL] and len(sent) == 1
+    assert [r.url for r in responses] == [verda.PAGE_URL]
+    assert [r.url.path for r in sent] == ["/v1/instance-types", "/products"]
+    assert "authorization" not in sent[0].headers and sent[0].url.params["currency"] == "usd"
+
+
+def test_a_keyless_instance_types_answer_is_read_and_the_page_not_fetched() -> None:
+    types = (FIXTURES / "instance-types__2026-12-01.json").read_bytes()
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.url.path.endswith("/instance-types"):
+            return httpx.Response(200, content=types, headers={"content-type": "application/json"})
+        return httpx.Response(500)
+
+    with make_client(transport=httpx.MockTransport(handle)) as client:
+        responses = list(verda.fetch(client, {}, None))
+    assert [r.url.split("?")[0] for r in responses] == [verda.INSTANCE_TYPES_URL] and len(sent) == 1
+    offers = offers_of(list(verda.parse(responses)))
+    # the API's offers carry the same scopes as the page's, so switching source loses no scope
+    assert offers and {o.scope for o in offers.values()} <= set(verda.PAGE_SCOPES)
+
+
+@pytest.mark.parametrize("answer", [httpx.Response(200, json=[]), httpx.Response(200, content=b"<html>")])
+def test_an_unusable_keyless_answer_falls_back_to_the_page(answer: httpx.Response) -> None:
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/instance-types"):
+            return answer
+        return httpx.Response(200, content=(FIXTURES / "products__2026-12-01.html").read_bytes())
+
+    with make_client(transport=httpx.MockTransport(handle)) as client:
+        responses = list(verda.fetch(client, {}, None))
+    assert [r.url for r in responses] == [verda.PAGE_URL]
 
 
 def test_record_mode_never_asks_for_a_token(tmp_path: Path) -> None:
