@@ -50,7 +50,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from connectors import market
-from connectors.base import Excluded, Offer, RawResponse, Unchanged, excluded, required_list
+from connectors.base import Excluded, Offer, RawResponse, Unchanged, child, excluded, required_list
 from connectors.http import Client
 
 name = "akash"
@@ -97,9 +97,9 @@ def model_offer(model: Mapping[str, Any]) -> Offer | Excluded:
     instance = " ".join(part for part in (str(gpu), ram, interface) if part)
     if "price" in model and model["price"] is None:
         return Excluded("no_price", instance)
-    price = model.get("price") if isinstance(model.get("price"), dict) else {}
+    price = child(model, "price")
     value, problem = _price(model, price)
-    gpus = model.get("availability") if isinstance(model.get("availability"), dict) else {}
+    gpus = child(model, "availability")
     providers = model.get("providerAvailability")
     providers = providers if isinstance(providers, dict) else {}
     free = _number(gpus.get("available"))

@@ -1126,6 +1126,7 @@ def spot_offers(prices: Sequence[SpotPrice], advisor: SpotAdvisor) -> Iterator[O
         if cell.price in NOT_A_PRICE:
             yield Excluded("spot_not_available")
             continue
+        problem: str | None
         if cell.price is None:
             price, problem = math.nan, "spot feed Linux column has no `prices` (renamed key?)"
         else:

@@ -79,7 +79,7 @@ def _page_items(response: RawResponse) -> Iterator[Offer | Excluded]:
 
 def model_and_tags(cell: bs4.Tag) -> tuple[str, list[str]]:
     """("NVIDIA H100", ["80GB", "HGX"]) from the first cell: its heading, then every other text."""
-    heading = cell.find(["h1", "h2", "h3", "h4", "h5", "h6"]) or cell.find(attrs={"role": "heading"})
+    heading = cell.find(["h1", "h2", "h3", "h4", "h5", "h6"]) or cell.find(None, attrs={"role": "heading"})
     texts = [pages.clean(t) for t in cell.stripped_strings]
     texts = [t for t in texts if t]
     if heading is None:

@@ -48,6 +48,7 @@ from connectors.base import (
     Offer,
     RawResponse,
     Unchanged,
+    child,
     excluded,
     number,
     paginate,
@@ -106,7 +107,7 @@ def size_offers(size: Mapping[str, Any]) -> list[Offer] | Excluded:
     if not regions:
         return Excluded("no_region", str(slug))
     count = number(gpu.get("count"))
-    vram = gpu.get("vram") if isinstance(gpu.get("vram"), dict) else {}
+    vram = child(gpu, "vram")
     total_vram = number(vram.get("amount"))
     price, problem = _price(size)
     memory_mb = number(size.get("memory"))

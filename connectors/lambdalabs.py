@@ -174,7 +174,7 @@ def _tab_count(doc: bs4.Tag, table: pages.Table) -> int | None:
     if panel.get("aria-labelledby"):
         tab = doc.find(id=panel["aria-labelledby"])
     if tab is None and panel.get("id"):
-        tab = doc.find(attrs={"role": "tab", "aria-controls": panel["id"]})
+        tab = doc.find(None, attrs={"role": "tab", "aria-controls": panel["id"]})
     label = pages.clean(tab.get_text(" ")) if tab is not None else str(panel.get("aria-label") or "")
     return pages.parse_count(label) if re.fullmatch(r"\d+\s*x", label, re.I) else None
 

@@ -206,7 +206,7 @@ def aggregate(
             yield _segment_offer(provider, good, price_source, invalid=len(bad))
             # one flagged offer per host id: hosts without one share the connector's placeholder
             # ("?"), and two offers under one key would be a duplicate the warehouse refuses
-            by_id: dict[str, list[HostOffer]] = {}
+            by_id: dict[str | None, list[HostOffer]] = {}
             for host in bad:
                 by_id.setdefault(host.host_id, []).append(host)
             for host_id, same in by_id.items():

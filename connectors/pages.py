@@ -357,7 +357,7 @@ def _cell_text(cell: bs4.Tag) -> str:
 
 def _span(cell: bs4.Tag, name: str, limit: int) -> int:
     try:
-        return max(1, min(int(str(cell.get(name, 1))), limit))
+        return max(1, min(int(str(cell.get(name, "1"))), limit))
     except ValueError:
         return 1
 
@@ -481,12 +481,12 @@ def _data_label(lines: Sequence[Sequence[str]], body: Sequence[bs4.Tag], index: 
 
 
 def _aria_table(table: bs4.Tag, where: str) -> Table | None:
-    rows = table.find_all(attrs={"role": "row"})
+    rows = table.find_all(None, attrs={"role": "row"})
     if not rows:
         return None
 
     def cells(row: bs4.Tag) -> list[bs4.Tag]:
-        return row.find_all(attrs={"role": ["columnheader", "rowheader", "cell", "gridcell"]})
+        return row.find_all(None, attrs={"role": ["columnheader", "rowheader", "cell", "gridcell"]})
 
     first = rows[0]
     headers = tuple(_text(c) for c in cells(first))
@@ -622,7 +622,7 @@ def _heading_level(tag: bs4.Tag) -> int | None:
         return int(tag.name[1])
     if tag.get("role") == "heading":
         try:
-            return int(tag.get("aria-level", 2))
+            return int(str(tag.get("aria-level", "2")))
         except (TypeError, ValueError):
             return 2
     return None
@@ -669,7 +669,7 @@ def section(root: bs4.Tag, heading: str, *, where: str) -> bs4.Tag:
         for part in (block, *following):
             wrapper.append(copy.copy(part))
         return wrapper
-    for tag in root.find_all(attrs={"aria-label": True}):
+    for tag in root.find_all(None, attrs={"aria-label": True}):
         if label_matches(str(tag.get("aria-label")), heading):
             return tag
     headings = [_text(t) for t in root.find_all(True) if _heading_level(t) is not None]

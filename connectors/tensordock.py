@@ -57,6 +57,7 @@ from connectors.base import (
     Offer,
     RawResponse,
     Unchanged,
+    child,
     excluded,
     required_list,
 )
@@ -103,8 +104,8 @@ def to_hosts(node: Mapping[str, Any]) -> tuple[list[HostOffer], Counter[str]]:
     resources = node.get("available_resources")
     if not isinstance(resources, dict) or not isinstance(resources.get("gpus"), list):
         raise market.HostRowError("hostnode without `available_resources.gpus`")
-    location = node.get("location") if isinstance(node.get("location"), dict) else {}
-    pricing = node.get("pricing") if isinstance(node.get("pricing"), dict) else {}
+    location = child(node, "location")
+    pricing = child(node, "pricing")
     units = {key: _number(pricing.get(key)) for key in _UNIT_PRICES}
     missing_units = [key for key, value in units.items() if value is None]
     uptime = _number(node.get("uptime_percentage"))

@@ -381,12 +381,14 @@ def api_offers(
     left_out: Counter[str] = Counter()
     for item in items:
         instance = str(item["instance_type"])
-        gpu = item.get("gpu") if isinstance(item.get("gpu"), Mapping) else {}
+        gpu_value = item.get("gpu")
+        gpu: Mapping[str, Any] = gpu_value if isinstance(gpu_value, Mapping) else {}
         count = gpu.get("number_of_gpus")
         if not count:
             left_out["cpu_only"] += 1
             continue
-        memory = item.get("gpu_memory") if isinstance(item.get("gpu_memory"), Mapping) else {}
+        memory_value = item.get("gpu_memory")
+        memory: Mapping[str, Any] = memory_value if isinstance(memory_value, Mapping) else {}
         total_vram = _number(memory.get("size_in_gigabytes"))
         label = pages.parse_gpu_label(str(gpu.get("description") or ""))
         raw_name = item.get("name") or label.name or item.get("model")
@@ -435,7 +437,7 @@ def api_offers(
     yield from excluded(left_out)
 
 
-def _number(value: object) -> float | None:
+def _number(value: Any) -> float | None:  # any JSON value: float() decides, its TypeError is caught
     if isinstance(value, bool) or value is None:
         return None
     try:
