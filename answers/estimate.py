@@ -37,7 +37,7 @@ from finetune.offer import Interconnect, stated_links, tensor_rate
 from finetune.placement import MemoryTable, place_at
 from finetune.time import model_flops_per_token
 from warehouse.db import connect
-from warehouse.finetune_marts import cost_frame, read_offers
+from warehouse.finetune_marts import OFFER_SCHEMA, cost_frame, read_offers
 from warehouse.hardware import GpuSpec, HardwareCatalog
 
 __all__ = [
@@ -285,37 +285,8 @@ def stated_offer(gpu: GpuSpec, hw: StatedHardware) -> dict[str, Any]:
         "spot_kind": None,
         "interruption_rate_min": None,
         "interruption_rate_max": None,
+        "is_stale": False,
     }
-
-
-_STATED_SCHEMA: dict[str, Any] = {
-    "provider": pl.String,
-    "instance_type": pl.String,
-    "region": pl.String,
-    "zone": pl.String,
-    "pricing_type": pl.String,
-    "is_spot": pl.Boolean,
-    "price_source": pl.String,
-    "gpu_name": pl.String,
-    "gpu_count": pl.Float64,
-    "vram_gb": pl.Float64,
-    "price_usd_per_hour": pl.Float64,
-    "bf16_tflops": pl.Float64,
-    "fp16_tflops": pl.Float64,
-    "supports_bf16": pl.Boolean,
-    "intra_node_interconnect": pl.String,
-    "intra_node_gbps": pl.Float64,
-    "inter_node_gbps": pl.Float64,
-    "pcie_gen": pl.Int64,
-    "memory_bandwidth_gbps": pl.Float64,
-    "architecture": pl.String,
-    "gpu_model": pl.String,
-    "billing_granularity": pl.String,
-    "minimum_charge_seconds": pl.Int64,
-    "spot_kind": pl.String,
-    "interruption_rate_min": pl.Float64,
-    "interruption_rate_max": pl.Float64,
-}
 
 
 def on_hardware(
@@ -324,7 +295,7 @@ def on_hardware(
     """The job on stated hardware, priced by the mart's cost SQL over a one-row offer frame."""
     gpu = find_gpu(hw.gpu, catalog)
     offer = stated_offer(gpu, hw)
-    offers = pl.DataFrame([offer], schema=_STATED_SCHEMA)
+    offers = pl.DataFrame([offer], schema=OFFER_SCHEMA)
     memory = MemoryTable()
     placer = partial(place_at, sharding=hw.sharding)
     con = connect(":memory:")

@@ -126,11 +126,8 @@ def gpu_offers(doc: bs4.Tag, counts: dict[str, int]) -> Iterator[Offer]:
             if price is None and pages.is_not_available(text):
                 counts["not_available"] = counts.get("not_available", 0) + 1
                 continue
-            if price is not None and not price.per_gpu:
-                raise LayoutChanged(
-                    f"price {text!r} of `{model}` in {WHERE} is per instance, but the page names no "
-                    "instance size; has the page layout changed?"
-                )
+            if price is not None:
+                price.require_per_gpu(text, f"of `{model}` in {WHERE}")
             priced += 1
             yield from _offers(model, memory, platform, tags, price, text, pricing_type)
     if basis_errors and not priced:

@@ -146,10 +146,7 @@ def gpu_hour_price(row: pages.Row, stated: pages.Stated) -> tuple[float, str, st
         return math.nan, "USD", str(exc), {}
     if quote is None:
         return math.nan, "USD", f"On-Demand cell {cell!r} is not a price", {}
-    if not quote.per_gpu:
-        raise LayoutChanged(
-            f"On-Demand price {cell!r} in {WHERE} is per instance, but the page names no instance size"
-        )
+    quote.require_per_gpu(cell, f"under `On-Demand` in {WHERE}")
     amount = round(quote.per_hour(), 6)
     if not math.isfinite(amount) or amount <= 0:
         return amount, quote.currency, f"price {amount} is not a positive price", quote.flags()

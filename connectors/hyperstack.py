@@ -161,11 +161,8 @@ def table_offers(
             contact += 1
             continue
         price = row.quote(price_label, stated=basis)
-        if price is not None and not price.per_gpu:
-            raise LayoutChanged(
-                f"price {text!r} under `{table.label_of(price_label)}` of {table.where} is per instance, "
-                "but the page names no instance size; has the page layout changed?"
-            )
+        if price is not None:
+            price.require_per_gpu(text, f"under `{table.label_of(price_label)}` of {table.where}")
         per_gpu = price.per_hour() if price is not None else math.nan
         problem = None
         if price is None:

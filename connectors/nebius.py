@@ -184,11 +184,8 @@ def _grid(
             if money is None and pages.is_not_available(text):
                 counts["not_available"] = counts.get("not_available", 0) + 1
                 continue
-            if money is not None and not money.per_gpu:
-                raise LayoutChanged(
-                    f"price {text!r} under `{label}` of {where} is per instance, but the page names no "
-                    "instance size for a row; has the page layout changed?"
-                )
+            if money is not None:
+                money.require_per_gpu(text, f"under `{label}` of {where}")
             extra: dict[str, Any] = {"item": item}
             if layout or spot_row:
                 extra["layout"] = "spot in the main table (2026-07)"

@@ -1077,6 +1077,16 @@ class Quote:
         """The amount per hour (per GPU when `per_gpu`)."""
         return self.amount / HOURS_PER_UNIT[self.unit]
 
+    def require_per_gpu(self, text: str, where: str) -> Quote:
+        """This quote, which must be per GPU: on a page whose row is one GPU model sold in several
+        counts, no row names an instance size a per-instance price could belong to."""
+        if not self.per_gpu:
+            raise LayoutChanged(
+                f"price {text!r} {where} is per instance, but the page names no instance size for a "
+                "row; has the page layout changed?"
+            )
+        return self
+
     def instance_hour(self, gpu_count: float) -> float:
         """The price of an instance of `gpu_count` GPUs per hour, in `currency`."""
         return self.per_hour() * (gpu_count if self.per_gpu else 1.0)

@@ -438,3 +438,18 @@ def test_build_finetune_marts_with_no_offers() -> None:
     assert counts["marts.finetune_costs"] == 0 and counts["marts.finetune_requirements"] > 0
     columns = [c[0] for c in con.sql("describe marts.finetune_costs").fetchall()]
     assert {"fits", "priced", "cost_usd", "usd_per_million_tokens", "unpriced_reason"} <= set(columns)
+
+
+def test_offer_schema_is_what_read_offers_returns() -> None:
+    # a hand-built offer frame (answers.estimate's stated hardware) goes through the same cost SQL
+    # as the mart's offers: its columns and types are read_offers', in the same order
+    from warehouse.finetune_marts import OFFER_SCHEMA, read_offers
+
+    con = connect(":memory:")
+    migrate(con)
+    load_seeds(con)
+    build_marts(con)
+    frame = read_offers(con)
+    con.close()
+    assert list(frame.columns) == list(OFFER_SCHEMA)
+    assert dict(frame.schema) == OFFER_SCHEMA

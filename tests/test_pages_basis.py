@@ -99,6 +99,17 @@ def test_not_a_price_is_none() -> None:
     assert pages.quote("N/A", "Price/GPU/hr", where=WHERE) is None
 
 
+def test_a_per_instance_price_is_refused_where_no_row_names_an_instance() -> None:
+    # pages that sell one GPU model in several counts per row (nebius, hyperstack, crusoe,
+    # fluidstack) can only use per-GPU prices; the refusal names the cell and where it stood
+    per_gpu = pages.quote("$2.99", "Price/GPU/hr", where=WHERE)
+    per_instance = pages.quote("$23.92", "Price per instance per hour", where=WHERE)
+    assert per_gpu is not None and per_instance is not None
+    assert per_gpu.require_per_gpu("$2.99", "under `Price`") is per_gpu
+    with pytest.raises(LayoutChanged, match=r"under `Price` is per instance, but the page names no"):
+        per_instance.require_per_gpu("$23.92", "under `Price`")
+
+
 def test_label_basis() -> None:
     assert pages.label_basis("Price/GPU/hr ($)") == ("hour", True, "USD")
     assert pages.label_basis("On-Demand Price (Per Hour)") == ("hour", None, None)

@@ -238,7 +238,7 @@ select
     offers.intra_node_gbps,
     offers.inter_node_gbps,
     gpus.pcie_gen,
-    gpus.memory_bandwidth_gbps,
+    gpus.memory_bandwidth_gbps::double as memory_bandwidth_gbps,
     gpus.architecture,
     gpus.model as gpu_model,
     offers.billing_granularity,
@@ -254,6 +254,39 @@ left join core.gpus as gpus on offers.gpu_name = gpus.gpu_name
 where offers.gpu_count > 0 and offers.vram_gb > 0 and offers.price_usd_per_hour > 0
 order by offers.provider, offers.instance_type, offers.region, offers.zone, offers.pricing_type
 """
+
+
+# Every column `read_offers` returns, typed: the frame a hand-built offer (answers.estimate's
+# stated hardware) is made as; a test holds it to `read_offers`.
+OFFER_SCHEMA: dict[str, Any] = {
+    "provider": pl.String,
+    "instance_type": pl.String,
+    "region": pl.String,
+    "zone": pl.String,
+    "pricing_type": pl.String,
+    "is_spot": pl.Boolean,
+    "price_source": pl.String,
+    "gpu_name": pl.String,
+    "gpu_count": pl.Float64,
+    "vram_gb": pl.Float64,
+    "price_usd_per_hour": pl.Float64,
+    "bf16_tflops": pl.Float64,
+    "fp16_tflops": pl.Float64,
+    "supports_bf16": pl.Boolean,
+    "intra_node_interconnect": pl.String,
+    "intra_node_gbps": pl.Float64,
+    "inter_node_gbps": pl.Float64,
+    "pcie_gen": pl.Int64,
+    "memory_bandwidth_gbps": pl.Float64,
+    "architecture": pl.String,
+    "gpu_model": pl.String,
+    "billing_granularity": pl.String,
+    "minimum_charge_seconds": pl.Int64,
+    "spot_kind": pl.String,
+    "interruption_rate_min": pl.Float64,
+    "interruption_rate_max": pl.Float64,
+    "is_stale": pl.Boolean,
+}
 
 
 def read_offers(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
