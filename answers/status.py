@@ -21,7 +21,7 @@ import duckdb
 import polars as pl
 
 from answers import AnswerError
-from warehouse.lifecycle import closed_as_retired, provider_health
+from warehouse.lifecycle import Retirement, closed_as_retired, provider_health, retired
 from warehouse.load import stale_fx_rates
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
@@ -61,6 +61,7 @@ class Status:
     last_good: dict[str, datetime]
     open_runs: list[OpenRun]
     health: pl.DataFrame  # one row per provider failing since its last good run (warehouse.lifecycle)
+    retired: dict[str, Retirement]  # the lifecycle seed's retired providers
     closed_as_retired: dict[str, int]  # provider -> offers closed because it retired
     # (currency, newest rate date, offers priced in it) whose rate is older than the setting
     stale_fx_rates: list[tuple[str, date, int]]
@@ -77,7 +78,7 @@ def status(
     runs = [OpenRun(*row) for row in con.execute(_sql(SQL_DIR / "open_runs.sql")).fetchall()]
     health = provider_health(con, now, stale_after_hours)
     stale_rates = stale_fx_rates(con, fx_stale_after_days, now.date())
-    return Status(columns, rows, last_good(con), runs, health, closed_as_retired(con), stale_rates)
+    return Status(columns, rows, last_good(con), runs, health, retired(), closed_as_retired(con), stale_rates)
 
 
 def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:

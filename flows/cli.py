@@ -596,8 +596,6 @@ def status() -> None:
     stale (failing for longer than GPUCOST_STALE_AFTER_HOURS), since when and why; retired ones."""
     from datetime import UTC, datetime
 
-    from warehouse.lifecycle import retired
-
     settings = Settings()
     con = _read_only()
     try:
@@ -629,7 +627,7 @@ def status() -> None:
             soft_wrap=True,
             highlight=False,
         )
-    for provider, retirement in sorted(retired().items()):
+    for provider, retirement in sorted(answer.retired.items()):
         console.print(
             f"{provider}: retired since {retirement.since:%Y-%m-%d} ({retirement.reason}; "
             f"{retirement.source}); {answer.closed_as_retired.get(provider, 0)} offers closed as retired",
