@@ -10,6 +10,8 @@ Conventions the seed keeps (and this file checks):
   EUR) as published, without FX.
 * Per GB means 10^9 bytes. A price published per GiB is converted to per GB (÷ 1.073741824) and
   the notes keep the published figure as "<column>: published <price> <currency> per GiB".
+* Rates are GB/s (10^9 bytes per second): a rate published in MiB/s is converted (× 2^20 / 10^9)
+  and the notes keep it as "<column>: published <rate> MiB/s".
 * `source` is one or more https URLs separated by " ; "; `checked` is the ISO date they were read.
 """
 
@@ -43,6 +45,7 @@ FACTS = [*BOOLEAN, "volume_kind", *NUMERIC]
 PRICES = ["volume_price_per_gb_month", "egress_price_per_gb", "ingress_price_per_gb"]
 GIB_IN_GB = 1.073741824  # 2^30 / 10^9
 PUBLISHED_PER_GIB = re.compile(r"(\w+): published ([0-9.]+) (USD|EUR) per GiB")
+PUBLISHED_MIB_S = re.compile(r"(\w+): published ([0-9.]+) MiB/s")
 # host-set prices: the bill reads provider_data medians for these, never this seed
 MARKETPLACES = {"vast", "tensordock", "lium", "akash"}
 
@@ -138,6 +141,16 @@ def test_per_gib_prices_are_converted_to_per_gb(rows: list[dict[str, str]]) -> N
             assert float(row[column]) == pytest.approx(float(published) / GIB_IN_GB, rel=1e-7)
             converted += 1
     assert converted >= 2  # digitalocean's egress and coreweave's file storage are published per GiB
+
+
+def test_mib_per_second_rates_are_converted_to_gb_per_second(rows: list[dict[str, str]]) -> None:
+    converted = 0
+    for row in rows:
+        for column, published in PUBLISHED_MIB_S.findall(row["notes"]):
+            assert column.endswith("_gbytes_per_s"), (row["provider"], column)
+            assert float(row[column]) == pytest.approx(float(published) * 2**20 / 1e9, rel=1e-7)
+            converted += 1
+    assert converted >= 1  # vultr's NVMe block storage target is published in MiB/s
 
 
 def test_published_figures_read_back(by_provider: dict[str, dict[str, str]]) -> None:
