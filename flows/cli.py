@@ -28,7 +28,7 @@ from rich.table import Table
 
 from answers import AnswerError, catalog
 from answers import status as answers_status
-from flows import STARTED, cli_finetune, cli_prices
+from flows import STARTED, cli_finetune, cli_prices, cli_providers
 from flows.output import console, err
 from warehouse.db import (
     Settings,
@@ -841,6 +841,7 @@ app.command()(cli_finetune.estimate)
 app.command()(cli_finetune.models)
 app.command()(cli_prices.prices)
 app.command()(cli_prices.history)
+app.command()(cli_providers.providers)
 
 
 if __name__ == "__main__":
