@@ -7,8 +7,8 @@ captures in ../shared/data/raw (skipped when absent)."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
