@@ -63,9 +63,8 @@ def current(con, provider: str) -> dict[str, tuple[float, dict]]:
 
 
 def test_who_caps_spot_at_on_demand(con):
-    assert spot_caps(con, "aws")  # AWS: the default maximum price is the On-Demand price
     assert spot_caps(con, "nebius") and spot_caps(con, "vultr")  # providers.csv: fixed_discount
-    assert not spot_caps(con, "gcp") and not spot_caps(con, "vast") and not spot_caps(con, "lambdalabs")
+    assert not any(spot_caps(con, p) for p in ("aws", "gcp", "vast", "lambdalabs"))  # markets, no spot
 
 
 def test_a_fixed_discount_spot_above_on_demand_is_held(con):
@@ -83,10 +82,18 @@ def test_a_fixed_discount_spot_above_on_demand_is_held(con):
 
 
 def test_a_spot_above_the_current_on_demand_is_held_when_on_demand_is_not_in_the_batch(con):
-    load_offers(con, "r1", "aws", [h100(98.32, "aws")], now=T0)
-    result = load_offers(con, "r2", "aws", [h100(120.0, "aws", "spot", zone="us-east-1a")], now=T0 + HOUR)
+    load_offers(con, "r1", "vultr", [h100(18.0, "vultr")], now=T0)
+    result = load_offers(con, "r2", "vultr", [h100(20.0, "vultr", "spot", zone="ewr-1")], now=T0 + HOUR)
     assert result.quarantine_reasons == {"spot_above_on_demand": 1}
-    assert "spot" not in current(con, "aws")  # a new spot offer held: nothing to keep, nothing shown
+    assert "spot" not in current(con, "vultr")  # a new spot offer held: nothing to keep, nothing shown
+
+
+def test_an_aws_spot_above_on_demand_is_flagged_not_held(con):
+    """AWS documents a default maximum price (On-Demand), not a cap on the Spot price itself."""
+    load_offers(con, "r1", "aws", [h100(98.32, "aws")], now=T0)
+    spot = h100(120.0, "aws", "spot", zone="us-east-1a", price_source="market")
+    assert load_offers(con, "r2", "aws", [spot], now=T0 + HOUR).quarantine_reasons == {}
+    assert current(con, "aws")["spot"][1]["spot_above_on_demand"] == pytest.approx(120.0 / 98.32, abs=1e-4)
 
 
 def test_a_market_spot_above_on_demand_is_published_and_flagged(con):

@@ -26,8 +26,8 @@ from what came over the wire (`archived_responses`); both live in `warehouse.arc
    once the segment stands on `market_min_hosts` hosts again (then the jump rule above applies),
    or with `accept_changes`. A spot price above the on-demand price of the same instance and
    region (`spot_above_on_demand`) is held where the provider's spot is a fixed discount of
-   on-demand (`core.providers.spot_kind = 'fixed_discount'`) or capped at it (AWS), and flagged in
-   `provider_data` where a market may really price spot above on-demand (GCP, bid markets).
+   on-demand (`core.providers.spot_kind = 'fixed_discount'`), and flagged in `provider_data`
+   where a market may really price spot above on-demand (AWS, GCP, bid markets).
    While a price is held its offer shows the old price with the reason and since when
    (`price_held_reason`, `price_held_since` in the marts) and its `last_seen_at` ages;
 4. merge into `core.offer_prices`, keyed by (provider, instance_type, region, zone, pricing_type):
@@ -78,14 +78,15 @@ MAX_USD_PER_GPU_HOUR = 2000.0
 # a host's listing stays up for days, so two runs an hour apart read the same one listing twice;
 # a second run witnesses the market only when more hosts stand behind the price.
 MARKET_MIN_HOSTS = 3
-# Spot above on-demand. AWS caps what a Spot instance is charged at the On-Demand price ("the
-# default maximum price is the On-Demand price", docs.aws.amazon.com/AWSEC2/latest/UserGuide/
-# using-spot-instances.html, read 2026-12-02), and a `fixed_discount` provider (providers.csv
-# spot_kind) publishes spot as a share of on-demand: above it, a column was misread (swapped, or
-# the wrong basis). Markets do price spot above on-demand for real: the GCP catalog in
-# ../shared/data/raw/skypilot-format/anycloud-gcp-vms-2026-05-20.csv lists A100-80GB and H200
-# spot up to 1.20x on-demand in 24 of 31,278 rows, so there the offer is flagged, not held.
-SPOT_CAPPED_PROVIDERS = frozenset({"aws"})
+# Spot above on-demand. A `fixed_discount` provider (providers.csv spot_kind) publishes spot as a
+# share of its on-demand price: a spot price above it is a misread (swapped columns, wrong basis)
+# and is held. A market may really ask more: the GCP catalog in ../shared/data/raw/skypilot-format/
+# anycloud-gcp-vms-2026-05-20.csv lists A100-80GB and H200 spot up to 1.20x on-demand (24 of
+# 31,278 rows); AWS sets a Spot request's default maximum price to the On-Demand price
+# (EC2 User Guide, "Maximum price overrides": docs.amazonaws.cn/en_us/AWSEC2/latest/UserGuide/
+# ec2-fleet-price-overrides.html, read 2026-12-02)
+# but documents no cap on the Spot price itself. So market and bid spot above on-demand is
+# published, flagged `spot_above_on_demand` (the ratio) in provider_data, never held.
 # A rate further than this share from the median of its currency's rates over the last
 # FX_BAND_DAYS days is out of band (Settings.fx_band_fraction).
 FX_BAND_FRACTION = 0.2
@@ -411,10 +412,8 @@ def _thin(row: Mapping[str, Any], min_hosts: int) -> int | None:
 
 
 def spot_caps(con: duckdb.DuckDBPyConnection, provider: str) -> bool:
-    """Whether `provider`'s spot price can never exceed its on-demand price: AWS caps it, and a
-    `fixed_discount` provider (core.providers.spot_kind) publishes spot as a share of on-demand."""
-    if provider in SPOT_CAPPED_PROVIDERS:
-        return True
+    """Whether `provider`'s spot price can never exceed its on-demand price: a `fixed_discount`
+    provider (core.providers.spot_kind) publishes spot as a share of on-demand."""
     try:
         rows = con.execute("select spot_kind from core.providers where provider = ?", [provider]).fetchall()
     except duckdb.CatalogException:  # seeds not loaded (a bare warehouse): no rule to apply
