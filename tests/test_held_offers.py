@@ -13,7 +13,7 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from answers.status import dropped_offers
+from answers.status import dropped_offers, freshness
 from connectors.base import FxRate, Offer
 from flows.cli import app
 from tests.factories import make_offer
@@ -200,3 +200,21 @@ def test_status_counts_the_dropped_offers(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "warning: lambdalabs: 1 current offer(s) left out of the answers" in result.stdout
     assert "GPUCOST_MAX_USD_PER_GPU_HOUR ($2.5/GPU-hour)" in result.stdout.replace("\n", " ")
+
+
+def test_the_page_counts_every_guard_s_held_prices(con):
+    """The freshness panel's "held" count covers unit_change, thin_market and spot holds too."""
+
+    def segment(price: float) -> Offer:
+        return h100(price, "vast", price_source="market", provider_data={"host_offers": 1})
+
+    for i, price in enumerate((16.0, 9.0)):
+        load_offers(con, f"r{i}", "vast", [segment(price)], now=T0 + i * HOUR)
+        con.execute(
+            "insert into ops.provider_runs (run_id, provider, status, started_at, finished_at) "
+            "values (?, 'vast', 'ok', ?, ?)",
+            [f"r{i}", T0 + i * HOUR, T0 + i * HOUR],
+        )
+    build_marts(con, catalog=CATALOG, settings=Settings())
+    (vast,) = freshness(con)["providers"]
+    assert vast["held_prices"] == 1

@@ -78,15 +78,6 @@ MAX_USD_PER_GPU_HOUR = 2000.0
 # a host's listing stays up for days, so two runs an hour apart read the same one listing twice;
 # a second run witnesses the market only when more hosts stand behind the price.
 MARKET_MIN_HOSTS = 3
-# Spot above on-demand. A `fixed_discount` provider (providers.csv spot_kind) publishes spot as a
-# share of its on-demand price: a spot price above it is a misread (swapped columns, wrong basis)
-# and is held. A market may really ask more: the GCP catalog in ../shared/data/raw/skypilot-format/
-# anycloud-gcp-vms-2026-05-20.csv lists A100-80GB and H200 spot up to 1.20x on-demand (24 of
-# 31,278 rows); AWS sets a Spot request's default maximum price to the On-Demand price
-# (EC2 User Guide, "Maximum price overrides": docs.amazonaws.cn/en_us/AWSEC2/latest/UserGuide/
-# ec2-fleet-price-overrides.html, read 2026-12-02)
-# but documents no cap on the Spot price itself. So market and bid spot above on-demand is
-# published, flagged `spot_above_on_demand` (the ratio) in provider_data, never held.
 # A rate further than this share from the median of its currency's rates over the last
 # FX_BAND_DAYS days is out of band (Settings.fx_band_fraction).
 FX_BAND_FRACTION = 0.2
@@ -411,6 +402,15 @@ def _thin(row: Mapping[str, Any], min_hosts: int) -> int | None:
     return None
 
 
+# Spot above on-demand. A `fixed_discount` provider (providers.csv spot_kind) publishes spot as a
+# share of its on-demand price: a spot price above it is a misread (swapped columns, wrong basis)
+# and is held. A market may really ask more: the GCP catalog in ../shared/data/raw/skypilot-format/
+# anycloud-gcp-vms-2026-05-20.csv lists A100-80GB and H200 spot up to 1.20x on-demand (24 of
+# 31,278 rows); AWS sets a Spot request's default maximum price to the On-Demand price
+# (EC2 User Guide, "Maximum price overrides": docs.amazonaws.cn/en_us/AWSEC2/latest/UserGuide/
+# ec2-fleet-price-overrides.html, read 2026-12-02)
+# but documents no cap on the Spot price itself. So market and bid spot above on-demand is
+# published, flagged `spot_above_on_demand` (the ratio) in provider_data, never held.
 def spot_caps(con: duckdb.DuckDBPyConnection, provider: str) -> bool:
     """Whether `provider`'s spot price can never exceed its on-demand price: a `fixed_discount`
     provider (core.providers.spot_kind) publishes spot as a share of on-demand."""
