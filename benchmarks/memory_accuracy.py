@@ -173,6 +173,11 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
     attention = "eager" if "eager" in text else "flash"
     # bf16 modules unless the row says torch.autocast over fp32 ones (fsdp_qlora's *_autocast)
     mixed = "autocast" if "autocast" in text and not pure else "fsdp"
+    # Qwen-1's remote code computes its loss on 16-bit logits; only autocast would upcast them, and
+    # Qwen's scripts train fp16 (Q-LoRA) and ZeRO-3 through DeepSpeed, which casts the module
+    # instead (finetune_qlora_single_gpu.sh: --fp16 True --deepspeed finetune/ds_config_zero2.json)
+    qwen1 = re.match(r"(qwen/)?qwen-\d", row["model"].lower()) is not None
+    logits_fp32 = not (qwen1 and (_has(row["precision"].lower(), "fp16") or "deepspeed" in method_raw))
     dropout_match = re.search(r"dropout\s*=?\s*(0?\.\d+|0)\b", text)
 
     params_b = float(row["params_b"]) if row.get("params_b") else None
@@ -196,6 +201,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
         offload=offload,
         zero3_impl=zero3_impl,  # type: ignore[arg-type]
         mixed_precision=mixed,  # type: ignore[arg-type]
+        logits_fp32=logits_fp32,
         lora_dropout=float(dropout_match.group(1)) if dropout_match and method != "full" else None,
     )
     return Case(

@@ -122,6 +122,12 @@ class Job:
     quantize_head: bool = False
     # LoRA adapters on the output head (PEFT target_modules including "lm_head"): r·(h + V) trained
     lora_head: bool = False
+    # The standard loss sees fp32 logits: transformers' causal-LM loss upcasts them
+    # (`logits.float()`), and autocast runs log_softmax / cross-entropy in fp32 anyway. False: a
+    # model's own loss on 16-bit logits with no autocast around it, e.g. Qwen-1's remote code
+    # (QWenLMHeadModel.forward calls CrossEntropyLoss on the lm_head output) under DeepSpeed's
+    # fp16/bf16 engine, which casts the module instead of autocasting.
+    logits_fp32: bool = True
 
     def __post_init__(self) -> None:
         if min(self.seq_len, self.micro_batch, self.lora_rank, self.grad_accumulation) < 1:

@@ -63,6 +63,10 @@ NF4_DQ_BYTES_PER_PARAM = QUANT_BYTES_PER_PARAM["nf4-dq"]
 # * fused (Liger, Cut-Cross-Entropy, Unsloth): logits are computed blockwise and never stored;
 #   what remains is one block, negligible.
 LOGITS_BYTES_PER_ELEMENT: dict[str, float] = {"standard": 12.0, "chunked": 2.0 + 8.0 / 8, "fused": 0.0}
+# The standard loss on 16-bit logits (Job.logits_fp32 False): the logits (2), the 16-bit working
+# copy the loss keeps (the shifted .contiguous() / log_softmax output, 2), its gradient (2) and the
+# gradient into the head (2): each fp32 tensor of the 12 above becomes a 16-bit one.
+LOGITS_16BIT_BYTES_PER_ELEMENT = 8.0
 # Gemma 2's final soft-capping (tanh(x/30)·30) keeps one more fp32 copy of the logits for backward.
 SOFTCAP_LOGITS_BYTES_PER_ELEMENT = 4.0
 # LoRA on the head (peft/tuners/lora/layer.py Linear.forward: result = base_layer(x), then
@@ -493,14 +497,15 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
     gradient), so LoRA saves less than full fine-tuning; a LoRA-adapted linear saves it again
     (lora_A needs it). Terms, in bytes per token:
     * RMSNorm ×2: HF upcasts to fp32 and keeps it (4h), plus the bf16 normed input if the norm
-      weight trains (2h);
-    * q/k/v input (2h), gate/up input (2h), down input (2I): when that linear trains, is adapted,
-      or is a bitsandbytes 4-bit linear (QLoRA);
+      weight trains (2h); nn.LayerNorm (Phi, Falcon, GPT-J …) keeps its bf16 input only (2h);
+      a parallel block (Phi, GPT-J, CodeGen, Falcon-7B) has one norm, not two;
+    * q/k/v input (2h), gate/up input (2h, shared with q/k/v in a parallel block), down input
+      (2I): when that linear trains, is adapted, or is a bitsandbytes 4-bit linear (QLoRA);
     * FlashAttention: q and out (2·a·d each), k and v (2·kv·d each), log-sum-exp (negligible);
       eager attention instead keeps q, k, v repeated to all heads and the fp32 + bf16 softmax
       (6·a·s, Korthikanti's 5·a·s²·b per sequence with an fp32 softmax);
-    * gated MLP: gate output, activation output and up output (6I); plain MLP: fc1 output and
-      activation output (4I);
+    * gated MLP: gate output, activation output and up output (6I); plain MLP: fc1 output (2I),
+      plus 6I for a GELU written in torch ops (gelu_new); the activation output is fc2's input;
     * LoRA dropout > 0: PEFT applies nn.Dropout to each adapter's input: a bf16 copy and a 1-byte
       mask per element of every adapted linear's input (3·d_in);
     * MoE: the above for each of the k routed experts plus the dispatched token copy (2h·k).
@@ -515,9 +520,16 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
     # a gradient (`gptq_saved_weight_bytes`)
     saves_inputs = full or (job.method == "qlora" and job.quant != "gptq")
     adapted_mlp = saves_inputs or job.lora_targets == "all-linear"
-    # the normed output kept for a trained norm weight's gradient: fp32 under autocast
-    normed = FP32_BYTES * h if job.mixed_precision == "autocast" else BF16_BYTES * h
-    norms = 2 * (4 * h + (normed if full else 0))
+    autocast = job.mixed_precision == "autocast"
+    n_norms = 1 if model.parallel_block else 2
+    if model.layer_norm:
+        # F.layer_norm keeps its input (bf16; fp32 under autocast, which runs layer_norm in fp32)
+        # and a per-token mean/rstd; its weight gradient needs nothing more
+        norms = n_norms * (FP32_BYTES if autocast else BF16_BYTES) * h
+    else:
+        # the normed output kept for a trained norm weight's gradient: fp32 under autocast
+        normed = FP32_BYTES * h if autocast else BF16_BYTES * h
+        norms = n_norms * (4 * h + (normed if full else 0))
     qkv_in = 2 * h
     # Gemma 2's attention soft-capping has no FlashAttention-2 kernel: HF falls back to eager
     eager = job.attention == "eager" or model.attn_logit_softcapping
@@ -525,8 +537,14 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
         attn = 2 * q_out + 4 * kv_out + 2 * q_out
     else:
         attn = 6 * q_out + 6 * model.attention_heads * seq_len + 2 * q_out
-    mlp_inner = 6 * inter if model.gated_mlp else 4 * inter
-    mlp_in = (2 * h + 2 * inter) if adapted_mlp else 0
+    # gated: gate output (kept by the activation), activation output and up output (kept by the
+    # product); plain: fc1 output (kept by the activation), plus the tanh-GELU's own tensors. The
+    # product / activation output is the down / fc2 input, counted in mlp_in when it is kept.
+    tanh_gelu = 6 * inter if model.tanh_gelu_ops else 0
+    mlp_inner = 6 * inter if model.gated_mlp else 2 * inter + tanh_gelu
+    # a parallel block's fc1 reads the normed tensor q/k/v already keep (counted in qkv_in)
+    up_in = 0 if model.parallel_block else 2 * h
+    mlp_in = (up_in + 2 * inter) if adapted_mlp else 0
     mlp = mlp_inner + mlp_in
     if model.is_moe and model.experts_per_token:
         mlp = model.experts_per_token * (mlp + 2 * h)
@@ -607,6 +625,8 @@ def activation_bytes(model: ModelSpec, job: Job) -> float:
 def logits_bytes(model: ModelSpec, job: Job) -> float:
     """b·s·V logits at the bytes per element of the job's loss (LOGITS_BYTES_PER_ELEMENT)."""
     per = LOGITS_BYTES_PER_ELEMENT[job.loss]
+    if job.loss == "standard" and not job.logits_fp32:
+        per = LOGITS_16BIT_BYTES_PER_ELEMENT
     if model.final_logit_softcapping and job.loss != "fused":
         per += SOFTCAP_LOGITS_BYTES_PER_ELEMENT
     if job.lora_head and job.loss != "fused":

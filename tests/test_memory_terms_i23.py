@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.memory_accuracy import EXTRA_CSV, evaluate, hardware_class, summary
 from finetune import GB, Job, activation_bytes, logits_bytes, memory_per_gpu
-from finetune.architecture import _attention_params_per_layer, _mlp_params_per_layer
+from finetune.architecture import ModelSpec, _attention_params_per_layer, _mlp_params_per_layer, block_kind
 from finetune.job import MixedPrecision
 from finetune.memory import (
     GPTQ_G_IDX_BYTES,
@@ -207,3 +207,76 @@ def test_cli_options_reach_the_job() -> None:
     )
     job, _ = options.job(sharding="none")
     assert (job.mixed_precision, job.quantize_head, job.lora_head) == ("autocast", True, True)
+
+
+# --- block kinds: Phi-1.5 / Phi-2 (parallel block, LayerNorm, tanh-GELU in torch ops) ---
+
+
+def _published_b(text: str) -> float:
+    return float(text.removesuffix("B"))
+
+
+@pytest.mark.parametrize("model_id", ["microsoft/phi-1_5", "microsoft/phi-2"])
+def test_phi_seeds_match_their_published_totals(model_id: str) -> None:
+    with (Path(__file__).resolve().parents[1] / "warehouse" / "seeds" / "llm_models.csv").open(
+        newline="", encoding="utf-8"
+    ) as f:
+        row = next(r for r in csv.DictReader(f) if r["model_id"] == model_id)
+    spec = MODELS[model_id]
+    assert spec.params / 1e9 == pytest.approx(_published_b(row["published_params"]), rel=0.01)
+    assert (spec.gated_mlp, spec.layer_norm, spec.parallel_block, spec.tanh_gelu_ops) == (
+        False,
+        True,
+        True,
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "kind"),
+    [
+        ({"model_type": "phi", "hidden_act": "gelu_new"}, (True, True, True)),
+        (
+            {"model_type": "falcon", "parallel_attn": True, "new_decoder_architecture": False},
+            (True, True, False),
+        ),
+        (
+            {"model_type": "falcon", "parallel_attn": True, "new_decoder_architecture": True},
+            (True, False, False),
+        ),
+        ({"model_type": "gpt_neox", "hidden_act": "gelu"}, (True, False, False)),
+        ({"model_type": "llama", "hidden_act": "silu"}, (False, False, False)),
+    ],
+)
+def test_block_kind_reads_the_config(config: dict, kind: tuple[bool, bool, bool]) -> None:
+    got = block_kind(config)
+    assert (got["layer_norm"], got["parallel_block"], got["tanh_gelu_ops"]) == kind
+
+
+PHI_2 = MODELS["microsoft/phi-2"]
+NO_GC = Job(method="lora", lora_targets="qv", seq_len=1024, grad_checkpointing=False)
+
+
+def _per_token_layer(spec: ModelSpec, job: Job = NO_GC) -> float:
+    head = 8.0 * spec.hidden_size * job.seq_len
+    return (activation_bytes(spec, job) - head) / (job.seq_len * spec.layers)
+
+
+def test_layer_norm_keeps_its_bf16_input_where_rmsnorm_keeps_an_fp32_copy() -> None:
+    rms = replace(PHI_2, layer_norm=False)
+    # one norm (parallel block): 4h for the fp32 upcast against 2h for the bf16 input
+    assert _per_token_layer(rms) - _per_token_layer(PHI_2) == pytest.approx(2 * PHI_2.hidden_size)
+
+
+def test_parallel_block_has_one_norm_and_shares_fc1s_input_with_qkv() -> None:
+    serial = replace(PHI_2, parallel_block=False)
+    h = PHI_2.hidden_size
+    assert _per_token_layer(serial) - _per_token_layer(PHI_2) == pytest.approx(2 * h)
+    # full fine-tuning keeps fc1's input: shared in the parallel block, its own 2h otherwise
+    full = Job(method="full", seq_len=1024, grad_checkpointing=False)
+    assert _per_token_layer(serial, full) - _per_token_layer(PHI_2, full) == pytest.approx(4 * h)
+
+
+def test_tanh_gelu_in_torch_ops_keeps_three_more_intermediate_tensors() -> None:
+    fused = replace(PHI_2, tanh_gelu_ops=False)
+    assert _per_token_layer(PHI_2) - _per_token_layer(fused) == pytest.approx(6 * PHI_2.intermediate_size)
