@@ -9,7 +9,7 @@ from typing import get_args
 
 import pytest
 
-from benchmarks.memory_accuracy import EXTRA_CSV, evaluate, hardware_class, summary
+from benchmarks.memory_accuracy import EXTRA_CSV, evaluate, hardware_class, row_to_case, summary
 from finetune import GB, Job, activation_bytes, logits_bytes, memory_per_gpu
 from finetune.architecture import ModelSpec, _attention_params_per_layer, _mlp_params_per_layer, block_kind
 from finetune.job import MixedPrecision
@@ -280,3 +280,45 @@ def test_parallel_block_has_one_norm_and_shares_fc1s_input_with_qkv() -> None:
 def test_tanh_gelu_in_torch_ops_keeps_three_more_intermediate_tensors() -> None:
     fused = replace(PHI_2, tanh_gelu_ops=False)
     assert _per_token_layer(PHI_2) - _per_token_layer(fused) == pytest.approx(6 * PHI_2.intermediate_size)
+
+
+def test_plain_mlp_keeps_fc1s_output_once() -> None:
+    # fc1's output is kept by the activation; the activation's output is fc2's input, kept only
+    # when fc2 needs it (not for a frozen, unadapted fc2): 2I against the gated MLP's 6I
+    plain = replace(PHI_2, tanh_gelu_ops=False)
+    gated = replace(plain, gated_mlp=True)
+    assert _per_token_layer(gated) - _per_token_layer(plain) == pytest.approx(4 * PHI_2.intermediate_size)
+
+
+# --- the loss on 16-bit logits (Qwen-1 under DeepSpeed) ---
+
+
+def test_16_bit_loss_keeps_8_bytes_per_logit() -> None:
+    job = Job(method="qlora", quant="gptq", seq_len=4096)
+    elements = 4096 * LLAMA_8B.vocab_size
+    assert logits_bytes(LLAMA_8B, job) == 12.0 * elements
+    assert logits_bytes(LLAMA_8B, replace(job, logits_fp32=False)) == 8.0 * elements
+    # chunked and fused losses do their own thing whatever the logits' dtype
+    assert logits_bytes(LLAMA_8B, replace(job, logits_fp32=False, loss="fused")) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("model", "method", "precision", "fp32"),
+    [
+        ("Qwen-14B", "qlora (GPTQ int4)", "fp16 compute, int4 base", False),
+        ("Qwen-1.8B", "full (DeepSpeed ZeRO-3, 1 GPU)", "bf16", False),
+        ("Qwen-1.8B", "lora", "bf16", True),  # HF Trainer's autocast runs the loss in fp32
+        ("Qwen2.5-7B", "qlora", "fp16", True),  # transformers' own loss upcasts
+        ("Llama-2-7B", "lora", "fp16", True),
+    ],
+)
+def test_benchmark_reads_a_16_bit_loss_from_qwen1_under_deepspeed(
+    model: str, method: str, precision: str, fp32: bool
+) -> None:
+    row = {
+        "model": model, "params_b": "7", "method": method, "precision": precision, "seq_len": "2048",
+        "micro_batch": "1", "grad_checkpointing": "yes", "optimizer": "AdamW", "measured_peak_gb": "10",
+        "hardware": "1x A100 80GB", "source": "test row",
+    }  # fmt: skip
+    case = row_to_case(row, MODELS)
+    assert case.job is not None and case.job.logits_fp32 is fp32
