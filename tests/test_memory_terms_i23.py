@@ -19,6 +19,7 @@ from finetune.memory import (
     adapter_params,
     autocast_cast_bytes,
     bytes_per_param,
+    model_states_bytes,
     saved_weight_bytes_per_layer,
     trainable_params,
 )
@@ -322,3 +323,42 @@ def test_benchmark_reads_a_16_bit_loss_from_qwen1_under_deepspeed(
     }  # fmt: skip
     case = row_to_case(row, MODELS)
     assert case.job is not None and case.job.logits_fp32 is fp32
+
+
+def test_autocast_zero3_gathers_fp32_units_and_zero2_keeps_no_16_bit_gradient_copy() -> None:
+    largest, params = 2e8, 8e9
+    bf16 = model_states_bytes(params, largest, "bf16-mixed", "adamw", "zero3", 8, offload=True)
+    fp32 = model_states_bytes(
+        params, largest, "bf16-mixed", "adamw", "zero3", 8, True, mixed_precision="autocast"
+    )
+    assert fp32.weights == 2 * bf16.weights == 4.0 * largest
+    z2 = model_states_bytes(
+        params, largest, "bf16-mixed", "adamw", "zero2", 8, False, mixed_precision="autocast"
+    )
+    assert z2.gradients == 4.0 * params / 8  # the fp32 gradient partition only
+
+
+def test_selective_checkpointing_keeps_an_fp32_layer_input_under_autocast() -> None:
+    base = Job(method="qlora", seq_len=4096, checkpoint_policy="selective")
+    auto = replace(base, mixed_precision="autocast")
+    h, tokens = LLAMA_8B.hidden_size, 4096
+    assert _acts(auto) - _acts(base) == pytest.approx(2 * h * tokens * (LLAMA_8B.layers + 1))
+
+
+def test_quantized_head_of_a_tied_model_keeps_the_bf16_embedding_for_the_lookup() -> None:
+    tied = replace(
+        LLAMA_8B, tied_embeddings=True, params=LLAMA_8B.params - LLAMA_8B.vocab_size * LLAMA_8B.hidden_size
+    )
+    plain = memory_per_gpu(tied, Job(method="qlora")).weights_gb * GB
+    quant = memory_per_gpu(tied, Job(method="qlora", quantize_head=True)).weights_gb * GB
+    vh = tied.vocab_size * tied.hidden_size
+    buffer_growth = 2.0 * tied.hidden_size * (tied.vocab_size - tied.intermediate_size)
+    # the shared matrix stays bf16 (once) and a 4-bit head is added next to it
+    assert quant - plain == pytest.approx(QUANT_BYTES_PER_PARAM["nf4-dq"] * vh + buffer_growth, rel=1e-6)
+
+
+def test_fsdp_root_unit_holds_a_quantized_head_in_4_bits() -> None:
+    job = Job(method="qlora", sharding="zero3")
+    plain = memory_per_gpu(LLAMA_8B, job, 4).weights_gb
+    quant = memory_per_gpu(LLAMA_8B, replace(job, quantize_head=True), 4).weights_gb
+    assert quant < plain
