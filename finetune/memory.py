@@ -583,7 +583,7 @@ def saved_weight_bytes_per_layer(model: ModelSpec, job: Job) -> float:
     return BF16_BYTES * (_attention_params_per_layer(model) + _mlp_params_per_layer(model))
 
 
-def autocast_cast_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
+def autocast_cast_bytes(model: ModelSpec, job: Job) -> float:
     """bf16 casts of the trained fp32 parameters that torch.autocast caches for the whole
     forward region (its weight-cast cache, cleared when the outermost autocast exits).
 
@@ -659,7 +659,7 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     logits = logits_bytes(model, job)
     fragmentation = ALLOCATOR_FRAGMENTATION * (acts + logits)
     context = CUDA_CONTEXT_GB * GB
-    casts = autocast_cast_bytes(model, job, n_gpus)
+    casts = autocast_cast_bytes(model, job)
     step_allocated = states.total + acts + logits + casts
     optimizer_allocated = states.total + _optimizer_temporaries(model, job, n_gpus)
     # load: the weights as stored (bitsandbytes quantizes one linear at a time on load: the

@@ -58,9 +58,9 @@ def test_autocast_full_states_are_fp32_master_and_moments_only() -> None:
 
 def test_autocast_caches_bf16_casts_of_trained_leaves_but_not_fsdp_views() -> None:
     job = Job(method="full", mixed_precision="autocast")
-    assert autocast_cast_bytes(LLAMA_8B, job, 1) == 2.0 * LLAMA_8B.params
-    assert autocast_cast_bytes(LLAMA_8B, replace(job, sharding="zero3"), 8) == 0.0
-    assert autocast_cast_bytes(LLAMA_8B, Job(method="full"), 1) == 0.0
+    assert autocast_cast_bytes(LLAMA_8B, job) == 2.0 * LLAMA_8B.params
+    assert autocast_cast_bytes(LLAMA_8B, replace(job, sharding="zero3")) == 0.0
+    assert autocast_cast_bytes(LLAMA_8B, Job(method="full")) == 0.0
 
 
 def test_autocast_lora_base_is_fp32_and_saves_its_bf16_casts() -> None:
