@@ -152,7 +152,8 @@ def memory(
     console.print(table)
     console.print(
         f"allocated {breakdown.allocated_gb:.2f} GB, reserved {breakdown.reserved_gb:.2f} GB, device "
-        f"{breakdown.device_gb:.2f} GB (total = device); peak in the {breakdown.peak_phase} phase",
+        f"{breakdown.device_gb:.2f} GB (total = device: reserved + CUDA context, what nvidia-smi "
+        f"shows); peak in the {breakdown.peak_phase} phase",
         highlight=False,
     )
 
@@ -499,7 +500,7 @@ def _print_stated(
     console.print(
         f"[bold]{fjob.model_id}[/] {job.method} on {hw.nodes}×{hw.gpus_per_node} {gpu.gpu_name} "
         f"({row['intra_node_interconnect']}): {verdict} "
-        f"({breakdown.total_gb:.1f} of {row['usable_vram_gb']:.1f} GB usable per GPU, "
+        f"({breakdown.total_gb:.1f} GB device total of {row['usable_vram_gb']:.1f} GB usable per GPU, "
         f"{_sharding_text(job)}; {_shape_text(job, shape)})",
         highlight=False,
     )

@@ -39,6 +39,7 @@ from finetune import (
 )
 from finetune.job import (
     CheckpointPolicy,
+    MixedPrecision,
     OptimizerImpl,
     PaddedShape,
     TrainEmbeddings,
@@ -264,6 +265,21 @@ DEFAULT_ZERO3_IMPL = Zero3ImplChoice("fsdp")
 DEFAULT_TRAIN_EMBEDDINGS = TrainEmbeddingsChoice("off")
 DEFAULT_SEQ_LEN = 2048
 
+# --- modelmem (issue 23): memory-model options ---
+MixedPrecisionChoice = _choices("MixedPrecisionChoice", MixedPrecision)
+MixedPrecisionOpt = Annotated[
+    MixedPrecisionChoice,
+    typer.Option(
+        help="bf16-mixed via bf16 modules (fsdp: FSDP MixedPrecision, DeepSpeed, HF bf16 load) or "
+        "torch.autocast over fp32 modules (fp32 weights, residual stream and checkpoints)."
+    ),
+]
+QuantizeHeadOpt = Annotated[
+    bool, typer.Option(help="QLoRA: quantize the output head too (frameworks converting every linear).")
+]
+LoraHeadOpt = Annotated[bool, typer.Option(help="LoRA/QLoRA: LoRA adapters on the output head as well.")]
+DEFAULT_MIXED_PRECISION = MixedPrecisionChoice("fsdp")
+
 
 def _shape(
     seq_len: int | None,
@@ -345,6 +361,10 @@ class JobOptions:
     full_state_dict_load: bool = False
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+    # --- modelmem (issue 23) ---
+    mixed_precision: str = "fsdp"
+    quantize_head: bool = False
+    lora_head: bool = False
 
     def model_spec(self) -> ModelSpec:
         """The model of --model or --config; one line and exit 1 when neither resolves."""
@@ -390,6 +410,10 @@ JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
     "full_state_dict_load": (FullLoadOpt, False),
     "tensor_parallel": (ParallelOpt, 1),
     "pipeline_parallel": (ParallelOpt, 1),
+    # --- modelmem (issue 23) ---
+    "mixed_precision": (MixedPrecisionOpt, DEFAULT_MIXED_PRECISION),
+    "quantize_head": (QuantizeHeadOpt, False),
+    "lora_head": (LoraHeadOpt, False),
 }
 
 
