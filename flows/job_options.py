@@ -39,6 +39,7 @@ from finetune import (
 )
 from finetune.job import (
     CheckpointPolicy,
+    Kernels,
     OptimizerImpl,
     PaddedShape,
     TrainEmbeddings,
@@ -263,6 +264,16 @@ DEFAULT_IMPL = OptimizerImplChoice("foreach")
 DEFAULT_ZERO3_IMPL = Zero3ImplChoice("fsdp")
 DEFAULT_TRAIN_EMBEDDINGS = TrainEmbeddingsChoice("off")
 DEFAULT_SEQ_LEN = 2048
+# --- modeltime (issue 23): the kernel stack ---
+KernelsChoice = _choices("KernelsChoice", Kernels)
+KernelsOpt = Annotated[
+    KernelsChoice,
+    typer.Option(
+        help="Kernel stack: plain (transformers/PEFT defaults: SDPA, eager norms/rotary/LoRA, fp32 loss) "
+        "or fused (FlashAttention-2 + Liger/Unsloth fused RMSNorm, RoPE, SwiGLU, LoRA, cross-entropy)."
+    ),
+]
+DEFAULT_KERNELS = KernelsChoice("plain")
 
 
 def _shape(
@@ -345,6 +356,8 @@ class JobOptions:
     full_state_dict_load: bool = False
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+    # --- modeltime (issue 23) ---
+    kernels: str = "plain"
 
     def model_spec(self) -> ModelSpec:
         """The model of --model or --config; one line and exit 1 when neither resolves."""
@@ -390,6 +403,8 @@ JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
     "full_state_dict_load": (FullLoadOpt, False),
     "tensor_parallel": (ParallelOpt, 1),
     "pipeline_parallel": (ParallelOpt, 1),
+    # --- modeltime (issue 23) ---
+    "kernels": (KernelsOpt, DEFAULT_KERNELS),
 }
 
 
