@@ -21,7 +21,12 @@ so the launch floor only shows when the GPU work is shorter):
   moves only each fused region's inputs and outputs). This term is why H100s reach a
   lower fraction of their peak than A100s: 295 dense FLOPs per byte of bandwidth against 153;
 * QLoRA: every pass that needs the frozen weights dequantizes them (read the 4-bit weight and its
-  constants, write bf16): a per-step cost proportional to parameters, not to tokens;
+  constants, write bf16): a per-step cost proportional to parameters, not to tokens. A GPTQ base
+  (`quant="gptq"`) is dequantized by a chain of PyTorch ops (GPTQ_DEQUANT_BYTES_PER_WEIGHT) in
+  forward and each recompute, and each linear's input is cast to fp16 for the fp16 GEMM;
+* the kernel stack (`Job.kernels`): plain counts transformers' and PEFT's eager ops; fused
+  (FlashAttention-2, Liger / Unsloth kernels) moves each fused kernel's inputs and outputs once,
+  dispatches fewer ops and replaces the fp32 loss with linear-cross-entropy;
 * data-parallel communication over the link (NVLink, PCIe P2P, host-staged PCIe or the network):
   overlapped with compute when the GPUs talk peer to peer; added to it when they cannot (GeForce
   cards have no P2P: NCCL stages every transfer through host memory);
@@ -35,6 +40,10 @@ so the launch floor only shows when the GPU work is shorter):
   optimizers, paged out because it does not fit;
 * ZeRO-3/FSDP: the first unit's all-gather and the last unit's reduce-scatter of every step have
   no compute to hide behind (FSDP prefetches one unit ahead): exposed on top of the overlap.
+  Host-staged traffic (no P2P) also shares the node's host memory bandwidth between its GPUs;
+* hybrid sharding (HSDP): ZeRO-3 over the GPUs of one node on the in-node link, then each GPU's
+  gradient shard all-reduced with its replicas in the other nodes over its share of the network,
+  after the in-node reduce-scatter on the same stream (`network_s`).
 
 Gradient checkpointing recomputes the decoder layers' forward (the head is outside them): all of
 it under the `full` policy; under torchtitan's `selective` per-op policy the even-numbered matmuls

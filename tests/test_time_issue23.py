@@ -235,3 +235,65 @@ def test_unsloth_and_liger_rows_run_the_fused_stack(tmp_path: Path) -> None:
     assert case.job is not None and case.job.kernels == "fused"
     plain = row_to_case({**row, "framework": "transformers Trainer"}, MODELS, load_gpus())
     assert plain.job is not None and plain.job.kernels == "plain"
+
+
+# --- the terms' own arithmetic -----------------------------------------------------------------
+
+
+def test_hybrid_network_bytes_are_the_shard_all_reduce_between_replicas() -> None:
+    from finetune.memory import trainable_params
+    from finetune.time import _network_bytes_per_micro_step
+
+    job = Job(method="full", sharding="hybrid")
+    shard = 2.0 * trainable_params(LLAMA_8B, job) / 8
+    # four replicas: a ring all-reduce moves 2 × (4 − 1)/4 of the shard
+    assert _network_bytes_per_micro_step(LLAMA_8B, job, 32, 8) == pytest.approx(2 * shard * 3 / 4)
+    assert _network_bytes_per_micro_step(LLAMA_8B, job, 8, 8) == 0.0  # one node: nothing crosses
+    accumulated = replace(job, grad_accumulation=4)
+    assert _network_bytes_per_micro_step(LLAMA_8B, accumulated, 32, 8) == pytest.approx(shard * 3 / 8)
+    assert _network_bytes_per_micro_step(LLAMA_8B, replace(job, sharding="zero3"), 32, 8) == 0.0
+
+
+def test_linear_inputs_count_each_projection_its_own_copy() -> None:
+    from finetune.time import _linear_input_elements_per_token, _linears_per_layer
+
+    h, inter = LLAMA_8B.hidden_size, LLAMA_8B.intermediate_size
+    q = LLAMA_8B.attention_heads * LLAMA_8B.head_dim_
+    assert _linears_per_layer(LLAMA_8B) == 7
+    assert _linear_input_elements_per_token(LLAMA_8B) == LLAMA_8B.layers * (3 * h + q + 2 * h + inter)
+
+
+def test_gptq_dispatches_its_dequantization_ops_in_forward_passes() -> None:
+    nf4 = Job(method="qlora", quant="nf4", seq_len=128, micro_batch=1)
+    a = step_time(LLAMA_8B, nf4, H100, 1, None, True).dispatch_s
+    b = step_time(LLAMA_8B, replace(nf4, quant="gptq"), H100, 1, None, True).dispatch_s
+    # 10 ops × 7 linears × 32 layers × (forward + recompute) × 10 µs
+    assert b - a == pytest.approx(10 * 7 * 32 * 2 * 10e-6)
+
+
+def test_hybrid_optimizer_is_sharded_over_the_node_only() -> None:
+    job = Job(method="full", sharding="hybrid", seq_len=2048)
+    hybrid = step_time(LLAMA_8B, job, H100, 32, 3600e9 / 8, True, 8, 50e9).optimizer_s
+    zero3 = step_time(LLAMA_8B, replace(job, sharding="zero3"), H100, 8, 3600e9 / 8, True, 8).optimizer_s
+    assert hybrid == pytest.approx(zero3)
+
+
+def test_hybrid_placement_refuses_offload_in_one_line() -> None:
+    memory = JobMemory(LLAMA_8B, Job(method="full", sharding="zero3", offload=True))
+    with pytest.raises(ValueError, match="hybrid is modelled without offload"):
+        place_at(memory, 8, 80.0, 2, sharding="hybrid")
+
+
+def test_the_benchmark_reads_compile_off_from_a_results_file() -> None:
+    from benchmarks.throughput_accuracy import ran_compiled
+
+    assert not ran_compiled({"framework": "PEFT run.py", "quote": "train_config compile false"})
+    assert not ran_compiled({"framework": "torchtune (no compile)", "quote": ""})
+    assert ran_compiled({"framework": "torchtune (compile on)", "quote": ""})
+
+
+def test_the_benchmark_sets_only_the_job_fields_the_model_has() -> None:
+    from benchmarks.throughput_accuracy import _job
+
+    job = _job(method="lora", kernels="fused", field_of_a_later_model=1)
+    assert job.kernels == "fused" and job.method == "lora"
