@@ -306,7 +306,21 @@ def _attention_recompute(job: Job) -> int:
 def _attention_forward_flops_per_token(model: ModelSpec, job: Job) -> float:
     """QKᵀ and PV: 2 matmuls × 2·s·a·d FLOPs per token per layer (llm-foundry's attn_flops)."""
     core = 4.0 * model.layers * model.attention_heads * model.head_dim_ * job.seq_len
-    return core * (CAUSAL_FRACTION if attention_impl(job) == "flash" else 1.0)
+    return core * (CAUSAL_FRACTION if _skips_masked_blocks(job) else 1.0)
+
+
+def _skips_masked_blocks(job: Job) -> bool:
+    """Whether the attention kernel skips the causal mask's upper half.
+
+    FlashAttention does (and the fused stack's FlashAttention-2 unpads a padded batch). The plain
+    stack's SDPA only runs causal without a mask: transformers' sdpa_attention_forward sets
+    `is_causal = query.shape[2] > 1 and attention_mask is None and …`, so a padded batch passes
+    its 4-D mask and every s² block is computed.
+    """
+    if attention_impl(job) != "flash":
+        return False
+    padded = job.padding_efficiency < 1.0 or job.peak_seq_len is not None
+    return job.kernels == "fused" or not padded
 
 
 def attention_impl(job: Job) -> str:

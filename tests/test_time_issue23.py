@@ -297,3 +297,17 @@ def test_the_benchmark_sets_only_the_job_fields_the_model_has() -> None:
 
     job = _job(method="lora", kernels="fused", field_of_a_later_model=1)
     assert job.kernels == "fused" and job.method == "lora"
+
+
+def test_plain_sdpa_computes_every_block_of_a_padded_batch() -> None:
+    from finetune.time import flops_per_token
+
+    packed = Job(method="lora", seq_len=1024, micro_batch=4)
+    padded = replace(packed, padding_efficiency=0.6)
+    # the mask a padded batch passes turns SDPA's causal block skipping off (all s² blocks) …
+    assert flops_per_token(LLAMA_8B, padded) > flops_per_token(LLAMA_8B, packed)
+    # … while FlashAttention-2 on the fused stack still runs causal
+    fused = replace(packed, kernels="fused")
+    assert flops_per_token(LLAMA_8B, replace(fused, padding_efficiency=0.6)) == flops_per_token(
+        LLAMA_8B, fused
+    )
