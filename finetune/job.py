@@ -10,8 +10,17 @@ from typing import Literal, TypeVar, get_args
 Method = Literal["full", "lora", "qlora"]
 Precision = Literal["bf16-mixed", "bf16-pure"]
 Optimizer = Literal["adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"]
-Sharding = Literal["none", "zero2", "zero3"]
+# hybrid: HSDP (torch FSDP ShardingStrategy.HYBRID_SHARD): ZeRO-3 inside each node, replicas
+# across nodes, so only the gradient all-reduce of each GPU's shard crosses the network.
+Sharding = Literal["none", "zero2", "zero3", "hybrid"]
 Attention = Literal["flash", "eager"]
+# --- modeltime (issue 23): the kernel stack a job runs on.
+# plain: what transformers + PEFT run unless asked otherwise: attention through SDPA
+# (attn_implementation defaults to "sdpa"), HF's eager RMSNorm / rotary / SwiGLU / PEFT LoRA ops
+# and the fp32 cross-entropy. fused: FlashAttention-2 and fused RMSNorm, RoPE, SwiGLU, LoRA and
+# linear-cross-entropy kernels (Liger Kernel's apply_liger_kernel_to_*, Unsloth); both are opt-in
+# (TRL `use_liger_kernel=True`, `attn_implementation="flash_attention_2"`).
+Kernels = Literal["plain", "fused"]
 # qv: q_proj and v_proj (PEFT's default target_modules for Llama-style models, torchtune's
 # single-device LoRA recipes); attention: q, k, v, o; all-linear: attention and MLP.
 LoraTargets = Literal["qv", "attention", "all-linear"]
@@ -128,10 +137,14 @@ class Job:
     # (QWenLMHeadModel.forward calls CrossEntropyLoss on the lm_head output) under DeepSpeed's
     # fp16/bf16 engine, which casts the module instead of autocasting.
     logits_fp32: bool = True
+    # --- modeltime (issue 23) ---
+    kernels: Kernels = "plain"
 
     def __post_init__(self) -> None:
         if min(self.seq_len, self.micro_batch, self.lora_rank, self.grad_accumulation) < 1:
             raise ValueError(f"seq_len, micro_batch, lora_rank and grad_accumulation must be ≥ 1: {self}")
+        if self.offload and self.sharding == "hybrid":
+            raise ValueError("offload is modelled for zero2 / zero3 only; use sharding='zero3' with offload")
         if self.offload and self.sharding == "none":
             raise ValueError("offload needs sharding='zero2' or 'zero3' (DeepSpeed/FSDP CPU offload)")
         if self.lora_dropout is not None and not (0.0 <= self.lora_dropout < 1.0):

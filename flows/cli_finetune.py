@@ -81,6 +81,7 @@ from flows.job_options import (
     _choices,
     _fail,
     _padding,
+    _usage,
     parse_tokens,
     with_job_options,
 )
@@ -119,6 +120,12 @@ def memory(
     as_json: JsonOpt = False,
 ) -> None:
     """Peak memory per GPU (GB = 1e9 bytes) of one fine-tuning configuration. Needs no warehouse."""
+    if sharding.value == "hybrid":
+        # hybrid shards inside a node: its memory is zero3's over one node's GPUs
+        raise _usage(
+            "--sharding hybrid holds what zero3 over one node's GPUs holds: ask --sharding zero3 "
+            "--gpus <GPUs per node>, or gpucost estimate --gpu … --nodes N --sharding hybrid"
+        )
     spec = job.model_spec()
     model_job, shape = job.job(sharding=sharding.value)
     answer = job_memory(spec, model_job, gpus)

@@ -39,6 +39,7 @@ from finetune import (
 )
 from finetune.job import (
     CheckpointPolicy,
+    Kernels,
     MixedPrecision,
     OptimizerImpl,
     PaddedShape,
@@ -264,6 +265,16 @@ DEFAULT_IMPL = OptimizerImplChoice("foreach")
 DEFAULT_ZERO3_IMPL = Zero3ImplChoice("fsdp")
 DEFAULT_TRAIN_EMBEDDINGS = TrainEmbeddingsChoice("off")
 DEFAULT_SEQ_LEN = 2048
+# --- modeltime (issue 23): the kernel stack ---
+KernelsChoice = _choices("KernelsChoice", Kernels)
+KernelsOpt = Annotated[
+    KernelsChoice,
+    typer.Option(
+        help="Kernel stack: plain (transformers/PEFT defaults: SDPA, eager norms/rotary/LoRA, fp32 loss) "
+        "or fused (FlashAttention-2 + Liger/Unsloth fused RMSNorm, RoPE, SwiGLU, LoRA, cross-entropy)."
+    ),
+]
+DEFAULT_KERNELS = KernelsChoice("plain")
 
 # --- modelmem (issue 23): memory-model options ---
 MixedPrecisionChoice = _choices("MixedPrecisionChoice", MixedPrecision)
@@ -365,6 +376,8 @@ class JobOptions:
     mixed_precision: str = "fsdp"
     quantize_head: bool = False
     lora_head: bool = False
+    # --- modeltime (issue 23) ---
+    kernels: str = "plain"
 
     def model_spec(self) -> ModelSpec:
         """The model of --model or --config; one line and exit 1 when neither resolves."""
@@ -414,6 +427,8 @@ JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
     "mixed_precision": (MixedPrecisionOpt, DEFAULT_MIXED_PRECISION),
     "quantize_head": (QuantizeHeadOpt, False),
     "lora_head": (LoraHeadOpt, False),
+    # --- modeltime (issue 23) ---
+    "kernels": (KernelsOpt, DEFAULT_KERNELS),
 }
 
 
