@@ -410,7 +410,8 @@ def why_empty(
     if counts["unpriced"]:
         one = counts["unpriced"] == 1
         reasons.append(
-            f"{_offers(counts['unpriced'])} {'has' if one else 'have'} no price per GPU-hour (GPU count unknown)"
+            f"{_offers(counts['unpriced'])} {'has' if one else 'have'} no price per GPU-hour "
+            "(GPU count unknown)"
         )
     return "; ".join(reasons) + "."
 

@@ -436,7 +436,8 @@ def test_unavailable_and_unpriced_offers_are_named_when_they_empty_the_page(smal
     small.execute("update marts.gpu_offers set available = false")
     why = report.why_empty(small)
     assert why == (
-        "1 offer its provider marks unavailable is left out (`gpucost report --include-unavailable` shows it)."
+        "1 offer its provider marks unavailable is left out "
+        "(`gpucost report --include-unavailable` shows it)."
     )
     assert report.why_empty(small, include_unavailable=True) is None
     small.execute("update marts.gpu_offers set price_usd_per_gpu_hour = null")
