@@ -604,6 +604,37 @@ def test_values_a_url_does_not_offer_are_ignored(browser, page_url, replay, quer
     assert browser.evaluate("location.hash") == "#compare"
 
 
+def test_filters_that_leave_no_row_say_which_filters_and_what_to_do(opened, replay):
+    # a GPU and a region that share no offer: each filter alone shows rows, both together none
+    gpu, region = query(
+        replay,
+        "with shown as (select * from marts.gpu_offers where price_usd_per_gpu_hour is not null"
+        " and coalesce(available, true) and not is_stale),"
+        " gpus as (select distinct gpu_name from shown), regions as (select distinct region from shown)"
+        " select gpu_name, region from gpus cross join regions where not exists (select 1 from shown"
+        " where shown.gpu_name = gpus.gpu_name and shown.region = regions.region) order by all limit 1",
+    )[0]
+    opened.choose("#f-gpu", gpu)
+    opened.choose("#f-region", region)
+    assert opened.evaluate("document.querySelectorAll('#compare-table tbody tr').length") == 0
+    text = opened.evaluate("document.getElementById('compare-count').textContent")
+    assert text.startswith("None of the ") and f"GPU {gpu}" in text and f"Region {region}" in text
+    assert text.endswith("Loosen one, or Reset.")
+    assert opened.evaluate("document.getElementById('compare-count').classList.contains('empty')")
+
+
+def test_a_shared_url_restores_the_fit_tables_sort(browser, page_url):
+    open_page(browser, page_url + "?fit_sort=-hours#fit")
+    assert browser.evaluate("document.querySelector(\"#fit-table th[data-key='hours']\").ariaSort") == (
+        "descending"
+    )
+    hours = browser.evaluate(
+        "[...document.querySelectorAll('#fit-table tbody tr')].map(tr => Number(tr.cells[6].dataset.sort))"
+    )
+    assert len(hours) > 1 and hours == sorted(hours, reverse=True)
+    assert browser.evaluate("location.search") == "?fit_sort=-hours"
+
+
 def test_a_shared_history_url_opens_on_its_gpu_with_all_series(browser, page_url):
     open_page(browser, page_url + "?history_gpu=B200&history_all=1#history")
     browser.wait_for("!!document.querySelector('#chart-on_demand canvas')")
