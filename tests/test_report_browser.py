@@ -529,6 +529,7 @@ def test_filters_and_sort_go_into_the_url_and_a_shared_url_opens_as_it_was_left(
     browser.click("#compare-table th[data-key='provider']")
     browser.click("#compare-table th[data-key='provider']")
     browser.wait_for("location.search.includes('sort=-provider')")
+    assert browser.evaluate("document.getElementById('f-sort').value") == "-provider"  # the picker follows
     assert browser.evaluate("window.history.length") == entries  # replaced, never pushed
     browser.evaluate("location.hash = '#fit'")
     browser.choose("#fit-model", "Qwen/Qwen2.5-7B")

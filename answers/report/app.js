@@ -356,7 +356,6 @@
     } else {
       count.textContent = groups.size + " rows: the cheapest of " + matched + " matching offers (of " + total + " current offers)";
     }
-    filters.sort.value = hasOption(filters.sort, sortOf(compareTable)) ? sortOf(compareTable) : filters.sort.value;
   }
 
   function activeFilters() {
@@ -394,6 +393,10 @@
       });
     });
     filters.sort.value = sortOf(compareTable);
+    // a header click sorts too: the picker follows it
+    compareTable.addEventListener("sort-end", function () {
+      if (hasOption(filters.sort, sortOf(compareTable))) filters.sort.value = sortOf(compareTable);
+    });
     ["gpu", "provider", "region", "vram", "spot", "interconnect"].forEach(function (name) {
       sharedSelect(name, filters[name]);
     });
