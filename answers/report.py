@@ -18,8 +18,13 @@ a comment), and the browser renders the views from the embedded JSON:
   priced (one per instance type: its cheapest region);
 - price history: the SCD2 intervals of `core.offer_prices` as step series of the cheapest
   $/GPU-hour per GPU x provider x pricing type;
-- freshness: each provider's last run and last good refresh from `ops.provider_runs`, and whether
-  the warehouse holds replay sample data.
+- freshness: each provider's last run and last good refresh from `ops.provider_runs`, its state
+  (fresh, failing or stale: `staging.provider_health`), and whether the warehouse holds replay
+  sample data; `why_empty` says why the comparison has no offer (no good refresh yet, stale or
+  unavailable offers left out), None when it has some.
+
+The page keeps its filters, sorts and chosen job in its query string (the hash names the view), so
+its URL can be shared; values it does not offer are ignored.
 
 Tables are sent as {"columns": [...], "rows": [[...], ...]}; timestamps as Unix seconds (UTC).
 Prices are sent exactly as the marts hold them; the fine-tuning model's outputs (hours, GB, costs)
@@ -355,6 +360,62 @@ def history_data(
     return {"series": series, "max_points": max_points}
 
 
+REPLAY_COMMAND = "gpucost refresh --replay tests/replay"
+
+
+def _offers(n: int) -> str:
+    return f"{n} offer" if n == 1 else f"{n} offers"
+
+
+def _are(n: int) -> str:
+    return "is" if n == 1 else "are"
+
+
+def why_empty(
+    con: duckdb.DuckDBPyConnection, *, include_stale: bool = False, include_unavailable: bool = False
+) -> str | None:
+    """Why the comparison has no offer to show, in a sentence that says what to do; None when it
+    has some (queries/offer_counts.sql counts what the page leaves out)."""
+    rel = con.sql(
+        query("offer_counts"),
+        params={"include_stale": include_stale, "include_unavailable": include_unavailable},
+    )
+    counts = dict(zip(rel.columns, rel.fetchall()[0], strict=True))
+    shown = counts["current_offers"] - counts["unpriced"] - counts["stale"] - counts["unavailable"]
+    if shown > 0:
+        return None
+    if not counts["current_offers"] and not counts["good_runs"]:
+        return (
+            "no refresh has loaded prices into this warehouse yet: run `gpucost refresh` online, or "
+            f"`{REPLAY_COMMAND}` for recorded sample prices, then `gpucost report` again."
+        )
+    if not counts["current_offers"]:
+        return (
+            "the warehouse holds no current offer: every offer its refreshes loaded has closed since; "
+            "run `gpucost refresh` for today's prices."
+        )
+    reasons = []
+    if counts["stale"]:
+        reasons.append(
+            f"{_offers(counts['stale'])} of stale providers ({counts['stale_providers']}) "
+            f"{_are(counts['stale'])} left out (`gpucost report --include-stale` shows them)"
+        )
+    if counts["unavailable"]:
+        one = counts["unavailable"] == 1
+        reasons.append(
+            f"{_offers(counts['unavailable'])} {'its provider marks' if one else 'their providers mark'} "
+            f"unavailable {_are(counts['unavailable'])} left out "
+            f"(`gpucost report --include-unavailable` shows {'it' if one else 'them'})"
+        )
+    if counts["unpriced"]:
+        one = counts["unpriced"] == 1
+        reasons.append(
+            f"{_offers(counts['unpriced'])} {'has' if one else 'have'} no price per GPU-hour "
+            "(GPU count unknown)"
+        )
+    return "; ".join(reasons) + "."
+
+
 def report_data(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -377,7 +438,9 @@ def report_data(
             "select count(distinct provider) from marts.gpu_offers"
         ).fetchall()[0][0],
         "providers": providers_data(con),
+        "include_stale": include_stale,
         "include_unavailable": include_unavailable,
+        "why_empty": why_empty(con, include_stale=include_stale, include_unavailable=include_unavailable),
         **offers_data(con, include_stale=include_stale, include_unavailable=include_unavailable),
         "fit": fit_data(con, include_unavailable=include_unavailable),
         "history": history_data(con),

@@ -360,6 +360,104 @@ def test_freshness_names_failed_providers_held_scopes_and_the_last_good_refresh(
     assert "on_demand:eu-west-1 (empty or vanished)" in page and "check the network" in page
 
 
+def failing_runs(con: duckdb.DuckDBPyConnection, provider: str, *at: datetime) -> None:
+    """`provider` ok at T0, then failed at each of `at` (so failing since the first of them)."""
+    con.execute(
+        "insert into ops.provider_runs (run_id, provider, status, started_at, finished_at, offers_loaded, "
+        "offers_quarantined, error, hint, scopes) values ('r0', ?, 'ok', ?, ?, 2, 0, null, null, '{}')",
+        [provider, T0, T0],
+    )
+    for i, when in enumerate(at, start=1):
+        con.execute(
+            "insert into ops.provider_runs (run_id, provider, status, started_at, finished_at, "
+            "offers_loaded, offers_quarantined, error, hint, scopes) "
+            "values (?, ?, 'failed', ?, ?, 0, 0, 'Unreachable', 'check the network', '{}')",
+            [f"f{i}", provider, when, when],
+        )
+
+
+def test_freshness_shows_a_failing_provider_then_a_stale_one_and_its_offers_leave_the_page(small):
+    failing_runs(small, "aws", T1, T2)
+    build_marts(small, now=T2 + timedelta(hours=1), stale_after_hours=48)  # failing 25 h: not yet stale
+    aws = {p["provider"]: p for p in answers_status.freshness(small)["providers"]}["aws"]
+    assert (aws["provider_state"], aws["provider_failing_since"], aws["failed_runs"]) == (
+        "failing",
+        int(T1.timestamp()),
+        2,
+    )
+    data = report.report_data(small, now=T2)
+    assert data["why_empty"] is None and data["offers"]["rows"]
+    assert 'id="stale-providers"' not in report.render_html(data)
+
+    build_marts(small, now=T1 + timedelta(hours=49), stale_after_hours=48)
+    data = report.report_data(small, now=T2)
+    assert {p["provider"]: p["provider_state"] for p in data["freshness"]["providers"]} == {"aws": "stale"}
+    html = report.render_html(data)
+    assert 'data-state="stale"' in html and "offers left out of Compare" in html
+    banner = re.search(r'<p class="banner stale" id="stale-providers">(.*?)</p>', html, re.S)
+    assert banner and "aws" in banner.group(1) and "--include-stale" in banner.group(1)
+    # every offer is the stale provider's: the page is empty and says why, and what shows them
+    assert data["offers"]["rows"] == []
+    assert "of stale providers (aws)" in data["why_empty"] and "left out" in data["why_empty"]
+    assert "--include-stale" in data["why_empty"] and 'id="why-empty"' in html
+    shown = report.report_data(small, now=T2, include_stale=True)
+    assert shown["why_empty"] is None and shown["offers"]["rows"]
+    assert "Their last good prices are shown" in report.render_html(shown)
+
+
+def test_a_provider_that_never_failed_is_fresh(small):
+    failing_runs(small, "aws")
+    build_marts(small, now=T2)
+    aws = {p["provider"]: p for p in answers_status.freshness(small)["providers"]}["aws"]
+    assert (aws["provider_state"], aws["provider_failing_since"], aws["failed_runs"]) == ("fresh", None, None)
+
+
+def test_an_empty_warehouse_page_says_no_refresh_loaded_prices_and_gives_both_commands():
+    con = connect(":memory:")
+    migrate(con)
+    load_seeds(con)
+    con.execute(
+        "insert into ops.runs (run_id, started_at, finished_at, status, mode, providers) "
+        "values ('r0', ?, ?, 'failed', 'live', ['aws'])",
+        [T0, T0],
+    )
+    build_marts(con, now=T0)
+    data = report.report_data(con, now=T0)
+    assert data["current_offers"] == 0
+    assert data["why_empty"].startswith("no refresh has loaded prices into this warehouse yet")
+    assert "`gpucost refresh`" in data["why_empty"] and report.REPLAY_COMMAND in data["why_empty"]
+    html = report.render_html(data)
+    banner = re.search(r'<p class="banner empty" id="why-empty"[^>]*>(.*?)</p>', html, re.S)
+    assert banner and report.REPLAY_COMMAND in banner.group(1)
+    con.close()
+
+
+def test_unavailable_and_unpriced_offers_are_named_when_they_empty_the_page(small):
+    small.execute("update marts.gpu_offers set available = false")
+    why = report.why_empty(small)
+    assert why == (
+        "1 offer its provider marks unavailable is left out "
+        "(`gpucost report --include-unavailable` shows it)."
+    )
+    assert report.why_empty(small, include_unavailable=True) is None
+    small.execute("update marts.gpu_offers set price_usd_per_gpu_hour = null")
+    (current,) = small.execute("select count(*) from marts.gpu_offers").fetchall()[0]
+    assert current > 0
+    assert report.why_empty(small, include_unavailable=True) == (
+        f"{current} offer{'s have' if current > 1 else ' has'} no price per GPU-hour (GPU count unknown)."
+    )
+
+
+def test_a_warehouse_whose_offers_all_closed_says_so(small):
+    failing_runs(small, "aws")
+    small.execute("delete from marts.gpu_offers")
+    assert report.why_empty(small).startswith("the warehouse holds no current offer")
+
+
+def test_the_replay_page_is_not_empty(data):
+    assert data["why_empty"] is None and data["include_stale"] is False
+
+
 def test_a_live_warehouse_has_no_sample_banner_and_a_replay_one_does(small, page, data):
     live = report.report_data(small, now=T2)
     assert live["sample_data"] is False

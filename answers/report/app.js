@@ -85,6 +85,80 @@
     return String(text || "").replace(/_/g, " ");
   }
 
+  // -- shareable state --------------------------------------------------------------------------
+  // The hash names the view; the query string holds every filter and sort that differs from the
+  // page's opening state, so "?gpu=H100-SXM&sort=-vram#compare" opens as its sender saw it. A value
+  // the page does not offer (an old link, a typo) is ignored, never an error.
+
+  var PARAMS = new URLSearchParams(location.search);
+  var STATE = [];
+
+  function hasOption(select, value) {
+    return Array.prototype.some.call(select.options, function (o) { return o.value === value; });
+  }
+  // `get` reads the control, `set` applies a value from the URL and says whether it was valid; the
+  // value read at registration is the default, left out of the URL
+  function shared(key, get, set, initial) {
+    var entry = { key: key, get: get, initial: initial === undefined ? get() : initial };
+    STATE.push(entry);
+    var value = PARAMS.get(key);
+    if (value !== null) set(value);
+    return entry;
+  }
+  function sharedSelect(key, select, initial) {
+    return shared(key, function () { return select.value; }, function (value) {
+      if (!hasOption(select, value)) return false;
+      select.value = value;
+      return true;
+    }, initial);
+  }
+  function sharedCheckbox(key, box) {
+    return shared(key, function () { return box.checked ? "1" : "0"; }, function (value) {
+      if (value !== "1" && value !== "0") return false;
+      box.checked = value === "1";
+      return true;
+    });
+  }
+  var stateReady = false; // until every view has read its part of the URL, none may rewrite it
+  function writeState() {
+    if (!stateReady) return;
+    var query = new URLSearchParams();
+    STATE.forEach(function (entry) {
+      var value = entry.get();
+      if (value !== entry.initial) query.set(entry.key, value);
+    });
+    var search = query.toString();
+    try {
+      // replaceState: a changed filter is not a page to go back to
+      window.history.replaceState(window.history.state, "", location.pathname + (search ? "?" + search : "") + location.hash);
+    } catch (e) {
+      // a browser that refuses it on file:// still shows the page; only the link stays unshared
+    }
+  }
+
+  // a table's sort as "key" (ascending) or "-key" (descending), "" when unsorted
+  function sortOf(table) {
+    var th = table.tHead.querySelector("th[aria-sort]");
+    if (!th) return "";
+    return (th.getAttribute("aria-sort") === "descending" ? "-" : "") + th.dataset.key;
+  }
+  function setSort(table, value) {
+    var key = value.replace(/^-/, "");
+    var target = Array.prototype.find.call(table.tHead.rows[0].cells, function (th) {
+      return th.dataset.key === key && !th.classList.contains("no-sort");
+    });
+    if (!target) return false;
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) { th.removeAttribute("aria-sort"); });
+    target.setAttribute("aria-sort", value.charAt(0) === "-" ? "descending" : "ascending");
+    return true;
+  }
+  function sharedSort(key, table) {
+    var entry = shared(key, function () { return sortOf(table); }, function (value) { return setSort(table, value); });
+    // sortable-tablesort announces every finished sort, by a click or by a redraw
+    table.addEventListener("sort-end", writeState);
+    return entry;
+  }
+
   // -- views ------------------------------------------------------------------------------------
 
   var VIEWS = ["compare", "fit", "history", "freshness"];
@@ -115,8 +189,10 @@
     return th.dataset.key;
   });
   var optional = {};
+  var compareLabels = {};
   Array.prototype.forEach.call(compareTable.tHead.rows[0].cells, function (th) {
     optional[th.dataset.key] = th.classList.contains("opt");
+    compareLabels[th.dataset.key] = th.textContent.trim();
   });
   var filters = {
     gpu: document.getElementById("f-gpu"),
@@ -126,6 +202,7 @@
     spot: document.getElementById("f-spot"),
     interconnect: document.getElementById("f-interconnect"),
     allColumns: document.getElementById("f-all-columns"),
+    sort: document.getElementById("f-sort"),
   };
 
   var COMPARE_CELLS = {
@@ -260,7 +337,8 @@
       var cells = compareKeys.map(function (key) {
         var c = COMPARE_CELLS[key](o, s, p, g);
         if (optional[key]) c.cls = (c.cls + " opt").trim();
-        return td(c);
+        // on a phone each row is a card, and a cell names itself
+        return td(c).replace("<td", '<td data-key="' + key + '" data-label="' + esc(compareLabels[key]) + '"');
       });
       html.push('<tr data-gpu="' + esc(o.gpu_name) + '" data-provider="' + esc(o.provider) +
         '" data-spot="' + (o.is_spot ? "spot" : "on_demand") + '" data-region="' + esc(o.region || "") +
@@ -269,8 +347,25 @@
     compareTable.tBodies[0].innerHTML = html.join("");
     resort(compareTable);
     var total = offers.reduce(function (n, o) { return n + o.offers; }, 0);
-    document.getElementById("compare-count").textContent =
-      groups.size + " rows: the cheapest of " + matched + " matching offers (of " + total + " current offers)";
+    var count = document.getElementById("compare-count");
+    count.classList.toggle("empty", !groups.size);
+    if (!offers.length) count.textContent = "No offers to compare: " + (DATA.why_empty || "the warehouse holds none.");
+    else if (!groups.size) {
+      count.textContent = "None of the " + total + " current offers passes these filters: " + activeFilters().join(", ") +
+        ". Loosen one, or Reset.";
+    } else {
+      count.textContent = groups.size + " rows: the cheapest of " + matched + " matching offers (of " + total + " current offers)";
+    }
+  }
+
+  function activeFilters() {
+    return ["gpu", "provider", "region", "vram", "spot", "interconnect"].filter(function (name) {
+      var select = filters[name];
+      return select.value && select.value !== "0";
+    }).map(function (name) {
+      var select = filters[name];
+      return select.closest("label").firstChild.textContent.trim() + " " + select.options[select.selectedIndex].textContent;
+    });
   }
 
   function initCompare() {
@@ -286,15 +381,45 @@
         return (parts[0] === "intra" ? "in node: " : "between nodes: ") + parts.slice(1).join(":");
       });
     filters.allColumns.checked = window.innerWidth >= 1100;
+    // the sort picker, for phones, where the rows are cards without a header to click
+    Array.prototype.forEach.call(compareTable.tHead.rows[0].cells, function (th) {
+      if (th.classList.contains("no-sort")) return;
+      [["", " ↑"], ["-", " ↓"]].forEach(function (way) {
+        var option = document.createElement("option");
+        option.value = way[0] + th.dataset.key;
+        option.textContent = compareLabels[th.dataset.key] + way[1];
+        option.defaultSelected = option.value === sortOf(compareTable);
+        filters.sort.appendChild(option);
+      });
+    });
+    filters.sort.value = sortOf(compareTable);
+    // a header click sorts too: the picker follows it
+    compareTable.addEventListener("sort-end", function () {
+      if (hasOption(filters.sort, sortOf(compareTable))) filters.sort.value = sortOf(compareTable);
+    });
+    ["gpu", "provider", "region", "vram", "spot", "interconnect"].forEach(function (name) {
+      sharedSelect(name, filters[name]);
+    });
+    sharedCheckbox("columns", filters.allColumns);
+    sharedSort("sort", compareTable);
     var form = document.getElementById("compare-filters");
     function columns() { compareTable.classList.toggle("essentials", !filters.allColumns.checked); }
     form.addEventListener("change", function (event) {
       if (event.target === filters.allColumns) columns();
-      else renderCompare();
+      else if (event.target === filters.sort) {
+        setSort(compareTable, filters.sort.value);
+        resort(compareTable);
+      } else renderCompare();
+      writeState();
     });
     form.addEventListener("reset", function () {
       // the form's values change after the reset event
-      setTimeout(function () { columns(); renderCompare(); }, 0);
+      setTimeout(function () {
+        setSort(compareTable, filters.sort.value);
+        columns();
+        renderCompare();
+        writeState();
+      }, 0);
     });
     columns();
     renderCompare();
@@ -477,9 +602,18 @@
     fitForm.method.value = start.method;
     refreshSeqOptions();
     fitForm.seq.value = String(start.seq_len);
+    // the sequence lengths on offer depend on the model and method: restore those first
+    sharedSelect("model", fitForm.model);
+    sharedSelect("method", fitForm.method);
+    refreshSeqOptions();
+    // its default is the opening job's, whatever model and method the URL chose
+    sharedSelect("seq", fitForm.seq, String(start.seq_len));
+    sharedSelect("fit_pricing", fitForm.pricing);
+    sharedSort("fit_sort", fitTable);
     document.getElementById("fit-form").addEventListener("change", function (event) {
       if (event.target === fitForm.model || event.target === fitForm.method) refreshSeqOptions();
       renderFit();
+      writeState();
     });
     renderFit();
   }
@@ -487,11 +621,15 @@
   // -- price history ----------------------------------------------------------------------------
 
   var history = (DATA.history && DATA.history.series) || [];
-  var PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-    "#9c755f", "#bab0ac", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#17becf"];
-  var providerOrder = unique(history.map(function (s) { return s.provider; })).sort();
+  // Tableau 10's first eight (Maureen Stone, Tableau 10 release, 2016): hues told apart on white,
+  // colour-blind included; a chart draws at most that many lines unless asked for all of them
+  var PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f"];
+  var TOP_SERIES = PALETTE.length;
+  // past the palette, a line differs from its same-coloured one by its dashes
+  var DASHES = [[], [8, 4], [2, 3]];
   var charts = [];
   var historySelect = document.getElementById("history-gpu");
+  var historyAll = document.getElementById("history-all");
 
   function stepValue(points, x) {
     // the step function's value at x: the last point at or before x (null before the first and in gaps)
@@ -500,16 +638,68 @@
     return value;
   }
 
+  // relevance: series with a price now first, cheapest first; then the closed ones, latest first
+  function byRelevance(a, b) {
+    var lastA = a.points[a.points.length - 1];
+    var lastB = b.points[b.points.length - 1];
+    var nowA = lastA[1] !== null;
+    var nowB = lastB[1] !== null;
+    if (nowA !== nowB) return nowA ? -1 : 1;
+    var order = nowA ? lastA[1] - lastB[1] : lastB[0] - lastA[0];
+    return order || providerName(a.provider).localeCompare(providerName(b.provider));
+  }
+
+  // a hover tooltip: the line nearest the cursor, its provider, price and moment
+  function tooltip() {
+    var tip;
+    return {
+      hooks: {
+        init: function (u) {
+          tip = document.createElement("div");
+          tip.className = "chart-tip";
+          tip.hidden = true;
+          u.over.appendChild(tip);
+        },
+        setCursor: function (u) {
+          var idx = u.cursor.idx;
+          var best = null;
+          if (idx !== null && idx !== undefined && u.cursor.top >= 0) {
+            for (var i = 1; i < u.series.length; i++) {
+              var v = u.data[i][idx];
+              if (!u.series[i].show || v === null || v === undefined) continue;
+              var distance = Math.abs(u.valToPos(v, "y") - u.cursor.top);
+              if (!best || distance < best.distance) best = { i: i, value: v, distance: distance };
+            }
+          }
+          tip.hidden = !best;
+          if (!best) return;
+          tip.innerHTML = "<strong>" + esc(u.series[best.i].label) + "</strong> " + usd(best.value) +
+            "/GPU-h<br><small>" + utc(u.data[0][idx]) + "</small>";
+          var x = u.valToPos(u.data[0][idx], "x");
+          var y = u.valToPos(best.value, "y");
+          tip.style.left = Math.max(0, Math.min(x + 10, u.over.clientWidth - tip.offsetWidth)) + "px";
+          tip.style.top = Math.max(0, y - tip.offsetHeight - 10) + "px";
+        },
+      },
+    };
+  }
+
   function renderHistory() {
     rendered.history = true;
     charts.forEach(function (c) { c.destroy(); });
     charts = [];
     var gpu = historySelect.value;
     var shownSeries = 0;
+    var allSeries = 0;
     ["on_demand", "spot"].forEach(function (pricing) {
       var target = document.getElementById("chart-" + pricing);
       target.innerHTML = "";
-      var series = history.filter(function (s) { return s.gpu_name === gpu && s.pricing_type === pricing; });
+      var found = history.filter(function (s) { return s.gpu_name === gpu && s.pricing_type === pricing; });
+      found.sort(byRelevance);
+      var series = historyAll.checked ? found : found.slice(0, TOP_SERIES);
+      target.dataset.series = series.length;
+      target.dataset.total = found.length;
+      allSeries += found.length;
       if (!series.length) {
         target.innerHTML = '<p class="empty">No ' + label(pricing) + " prices recorded for " + esc(gpu) + ".</p>";
         return;
@@ -525,11 +715,18 @@
         width: Math.max(280, target.clientWidth || 560),
         height: 300,
         scales: { x: { time: true } },
-        series: [{}].concat(series.map(function (s) {
+        plugins: [tooltip()],
+        // the legend's swatch repeats the line's dashes, so two lines of one colour stay told apart
+        legend: { markers: { width: 3, dash: function (u, i) {
+          var dash = u.series[i].dash;
+          return dash && dash.length ? (dash[0] > 4 ? "dashed" : "dotted") : "solid";
+        } } },
+        series: [{}].concat(series.map(function (s, i) {
           return {
             label: providerName(s.provider),
-            stroke: PALETTE[providerOrder.indexOf(s.provider) % PALETTE.length],
-            width: 2,
+            stroke: PALETTE[i % PALETTE.length],
+            dash: DASHES[Math.floor(i / PALETTE.length) % DASHES.length],
+            width: i < TOP_SERIES ? 2 : 1.5,
             paths: uPlot.paths.stepped({ align: 1 }),
             points: { show: xs.length <= 2 },
             value: function (u, v) { return v === null || v === undefined ? "—" : usd(v); },
@@ -541,8 +738,12 @@
       };
       charts.push(new uPlot(opts, data, target));
     });
+    var folded = allSeries - shownSeries;
+    document.getElementById("history-all-count").textContent = folded ? "(" + folded + " more)" : "";
     document.getElementById("history-count").textContent = shownSeries
-      ? shownSeries + " provider series for " + gpu + "; a step is a price change, a gap a time with no current offer"
+      ? shownSeries + " of " + allSeries + " provider series for " + gpu + (folded
+        ? ": the " + TOP_SERIES + " most relevant per chart (cheapest now, then latest seen); tick “all series” for the rest"
+        : "") + ". A step is a price change, a gap a time with no current offer; hover for values."
       : "";
   }
 
@@ -554,7 +755,12 @@
     // open on the GPU the most providers price: the richest chart
     var richest = gpus.slice().sort(function (a, b) { return counts[b] - counts[a] || a.localeCompare(b); })[0];
     if (richest) historySelect.value = richest;
-    historySelect.addEventListener("change", renderHistory);
+    sharedSelect("history_gpu", historySelect);
+    sharedCheckbox("history_all", historyAll);
+    document.getElementById("history-form").addEventListener("change", function () {
+      if (rendered.history) renderHistory();
+      writeState();
+    });
     var resizing = null;
     window.addEventListener("resize", function () {
       clearTimeout(resizing);
@@ -581,6 +787,8 @@
   initFit();
   initHistory();
   initFreshness();
+  stateReady = true;
+  writeState();
   window.addEventListener("hashchange", showView);
   showView();
   document.body.dataset.ready = "true";

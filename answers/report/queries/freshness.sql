@@ -1,4 +1,7 @@
--- Each provider's last finished run (its last good refresh is answers.status.last_good, added there).
+-- Each provider's last finished run (its last good refresh is answers.status.last_good, added there)
+-- and its health as the marts last computed it (staging.provider_health, warehouse/lifecycle.py):
+-- `fresh`, `failing` since its first failed run after its last good one, or `stale` once failing
+-- for longer than GPUCOST_STALE_AFTER_HOURS, when its offers leave the comparison.
 with
 
 finished as (
@@ -25,10 +28,21 @@ current_offers as (
     group by provider
 ),
 
+health as (
+    select * from staging.provider_health
+),
+
 final as (
     select
         last_run.provider,
         last_run.status,
+        case
+            when health.provider_state = 'stale' then 'stale'
+            when health.provider is not null then 'failing'
+            else 'fresh'
+        end as provider_state,
+        epoch(health.provider_failing_since)::bigint as provider_failing_since,
+        health.failed_runs,
         last_run.run_id,
         epoch(last_run.started_at)::bigint as started_at,
         epoch(last_run.finished_at)::bigint as finished_at,
@@ -43,6 +57,7 @@ final as (
     left join held_prices
         on last_run.run_id = held_prices.run_id and last_run.provider = held_prices.provider
     left join current_offers on last_run.provider = current_offers.provider
+    left join health on last_run.provider = health.provider
 )
 
 select * from final
