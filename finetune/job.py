@@ -274,20 +274,20 @@ class Experiment:
 
     `dataset_gb` None: the dataset's tokens × DATASET_BYTES_PER_TOKEN. A checkpoint is written
     every `checkpoint_every_hours` of training, or every `checkpoint_every_steps` optimizer steps
-    (exactly one of the two). `download` None: `default_download(method)`. `runs` training runs
+    (at most one of the two; neither: DEFAULT_CHECKPOINT_EVERY_HOURS). `download` None: `default_download(method)`. `runs` training runs
     with `idle_hours` of inspection between consecutive ones (runs − 1 gaps).
     """
 
     dataset_gb: float | None = None
-    checkpoint_every_hours: float | None = DEFAULT_CHECKPOINT_EVERY_HOURS
+    checkpoint_every_hours: float | None = None
     checkpoint_every_steps: int | None = None
     download: Download | None = None
     runs: int = 1
     idle_hours: float = 0.0
 
     def __post_init__(self) -> None:
-        if (self.checkpoint_every_hours is None) == (self.checkpoint_every_steps is None):
-            raise ValueError("checkpoint every so many hours or every so many steps: give exactly one")
+        if self.checkpoint_every_hours is not None and self.checkpoint_every_steps is not None:
+            raise ValueError("checkpoint every so many hours or every so many steps: give one, not both")
         if self.checkpoint_every_hours is not None and not (
             math.isfinite(self.checkpoint_every_hours) and self.checkpoint_every_hours > 0
         ):
@@ -300,6 +300,13 @@ class Experiment:
             raise ValueError(f"idle time must be ≥ 0 hours, got {self.idle_hours}")
         if self.dataset_gb is not None and not (math.isfinite(self.dataset_gb) and self.dataset_gb >= 0):
             raise ValueError(f"dataset size must be ≥ 0 GB, got {self.dataset_gb}")
+
+    @property
+    def every_hours(self) -> float | None:
+        """The interval in hours when it is not stated in steps (the default when neither is)."""
+        if self.checkpoint_every_steps is not None:
+            return None
+        return self.checkpoint_every_hours if self.checkpoint_every_hours is not None else DEFAULT_CHECKPOINT_EVERY_HOURS
 
 
 @dataclass(frozen=True)

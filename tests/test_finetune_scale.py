@@ -170,7 +170,7 @@ def reference_rows(
             if plan.priced and plan.estimated_hours is not None:
                 hours = plan.estimated_hours
                 interval = checkpoint_interval_hours(
-                    fjob.experiment.checkpoint_every_hours,
+                    fjob.experiment.every_hours,
                     fjob.experiment.checkpoint_every_steps,
                     hours,
                     fjob.train_tokens,

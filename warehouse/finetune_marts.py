@@ -568,7 +568,7 @@ def _job_data_row(fjob: FinetuneJob, model: ModelSpec) -> tuple[Any, ...]:
         data.result_gb,
         data.runs,
         data.idle_hours,
-        fjob.experiment.checkpoint_every_hours,
+        fjob.experiment.every_hours,
         fjob.experiment.checkpoint_every_steps,
         tokens_per_gpu_step(fjob),
     )
