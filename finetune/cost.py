@@ -290,8 +290,7 @@ def itemized_bill(
         missing.add("internet_gbits_per_s")
     if facts.boot_minutes is not None and facts.internet_gbits_per_s is not None and moved_gb is not None:
         setup_hours = (
-            runs * facts.boot_minutes / 60
-            + moved_gb * BITS_PER_BYTE / facts.internet_gbits_per_s / 3600
+            runs * facts.boot_minutes / 60 + moved_gb * BITS_PER_BYTE / facts.internet_gbits_per_s / 3600
         )
         setup = setup_hours * price_per_hour * nodes
 
@@ -316,7 +315,9 @@ def itemized_bill(
         checkpoint = None
         missing.add("disk_write_gbytes_per_s")
     else:
-        checkpoint = writes * data.checkpoint_gb / facts.disk_write_gbytes_per_s / 3600 * price_per_hour * nodes
+        checkpoint = (
+            writes * data.checkpoint_gb / facts.disk_write_gbytes_per_s / 3600 * price_per_hour * nodes
+        )
 
     out_gb = runs * data.result_gb
     egress: float | None

@@ -274,8 +274,9 @@ class Experiment:
 
     `dataset_gb` None: the dataset's tokens × DATASET_BYTES_PER_TOKEN. A checkpoint is written
     every `checkpoint_every_hours` of training, or every `checkpoint_every_steps` optimizer steps
-    (at most one of the two; neither: DEFAULT_CHECKPOINT_EVERY_HOURS). `download` None: `default_download(method)`. `runs` training runs
-    with `idle_hours` of inspection between consecutive ones (runs − 1 gaps).
+    (at most one of the two; neither: DEFAULT_CHECKPOINT_EVERY_HOURS). `download` None:
+    `default_download(method)`. `runs` training runs with `idle_hours` of inspection between
+    consecutive ones (runs − 1 gaps).
     """
 
     dataset_gb: float | None = None
@@ -306,7 +307,11 @@ class Experiment:
         """The interval in hours when it is not stated in steps (the default when neither is)."""
         if self.checkpoint_every_steps is not None:
             return None
-        return self.checkpoint_every_hours if self.checkpoint_every_hours is not None else DEFAULT_CHECKPOINT_EVERY_HOURS
+        return (
+            self.checkpoint_every_hours
+            if self.checkpoint_every_hours is not None
+            else DEFAULT_CHECKPOINT_EVERY_HOURS
+        )
 
 
 @dataclass(frozen=True)

@@ -277,7 +277,7 @@ def estimate(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rank current offers by the whole bill of this fine-tuning experiment, or estimate on stated hardware (--gpu).
+    """Rank current offers by the whole bill of this fine-tuning experiment, or estimate on stated hardware.
 
     The bill adds to the GPU time set-up, storage, checkpoint writes, spot rework, egress, ingress
     and idle time under each provider's published facts; an unpublished item is left out of the
@@ -289,9 +289,7 @@ def estimate(
     model_job, shape = job.job(
         sharding="zero3" if job.offload else "none", padding_efficiency=padding_efficiency, compiled=compiled
     )
-    fjob = FinetuneJob(
-        "adhoc", spec.model_id, model_job, int(parse_tokens(tokens)), epochs, job.experiment()
-    )
+    fjob = FinetuneJob("adhoc", spec.model_id, model_job, int(parse_tokens(tokens)), epochs, job.experiment())
     filters = make_filters(
         offer_gpu,
         provider,
@@ -506,7 +504,11 @@ def _bill_total(row: dict[str, Any]) -> str:
 def experiment_text(fjob: FinetuneJob) -> str:
     """The experiment a bill is for, in the options' words."""
     exp = fjob.experiment
-    every = f"{exp.every_hours * 60:g} min" if exp.every_hours is not None else f"{exp.checkpoint_every_steps} steps"
+    every = (
+        f"{exp.every_hours * 60:g} min"
+        if exp.every_hours is not None
+        else f"{exp.checkpoint_every_steps} steps"
+    )
     idle = f", {exp.idle_hours * 60:g} min idle between" if exp.runs > 1 else ""
     return (
         f"{exp.runs} run(s){idle}, {fjob.dataset_gb:,.1f} GB dataset, checkpoint every {every}, "
@@ -530,14 +532,28 @@ def _bill_note(rows: pl.DataFrame, fjob: FinetuneJob) -> str:
     )
 
 
+def _missing_by_provider(rows: pl.DataFrame) -> list[str]:
+    """One line per provider shown with unpublished facts: which."""
+    missing = rows.filter(rows["bill_missing_facts"].is_not_null()).unique("provider", keep="first")
+    return [
+        f"{r['provider']}: {r['bill_missing_facts']} unpublished"
+        for r in missing.sort("provider").iter_rows(named=True)
+    ]
+
+
 def _bill_table(ranked: pl.DataFrame, fjob: FinetuneJob) -> Table:
     """`estimate --bill`: each shown offer's bill item by item; "?" where a fact is unpublished."""
     table = Table(
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         title=f"{fjob.model_id} {fjob.job.method}: the bill of {experiment_text(fjob)} (USD)",
-        caption=f"?: unpublished ({UNKNOWN_MARK} on the total, which adds the known items only); "
-        "see `gpucost providers` for the facts and their sources",
+        caption="\n".join(
+            [
+                f"?: unpublished ({UNKNOWN_MARK} on the total, which adds the known items only); "
+                "see `gpucost providers` for the facts and their sources",
+                *_missing_by_provider(ranked),
+            ]
+        ),
     )
     table.add_column("offer (region)", overflow="fold")
     for label, _ in _BILL_CELLS:
@@ -547,7 +563,7 @@ def _bill_table(ranked: pl.DataFrame, fjob: FinetuneJob) -> Table:
     for r in ranked.iter_rows(named=True):
         cells = [f"{r['provider']} {r['instance_type']} ({r['region']})"]
         cells += ["?" if r[column] is None else f"{r[column]:,.2f}" for _, column in _BILL_CELLS]
-        cells += [_bill_total(r), r["bill_missing_facts"] or ""]
+        cells += [_bill_total(r), r["bill_unknown_items"] or ""]
         table.add_row(*cells)
     return table
 
@@ -608,5 +624,13 @@ def _print_stated(
     if answer.cost_usd is not None:
         line += f"; ${answer.cost_usd:,.2f} at ${hw.price_usd_per_gpu_hour:g}/GPU-hour"
     console.print(line, highlight=False)
+    bill = answer.bill
+    if bill["total_usd"] is not None:
+        # stated hardware has no provider: only the GPU time of the experiment is known
+        console.print(
+            f"bill of {experiment_text(fjob)}: ${bill['total_usd']:,.2f} known (compute and spot rework); "
+            f"{bill['bill_unknown_items']} need a provider's facts (rank offers without --gpu)",
+            highlight=False,
+        )
     if answer.warning:
         console.print(f"[yellow]warning:[/] {answer.warning}", highlight=False)

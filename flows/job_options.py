@@ -180,7 +180,15 @@ def parse_tokens(text: str) -> float:
 
 _DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|sec|m|min|h|hour|hours)\s*", re.IGNORECASE)
 _STEPS = re.compile(r"\s*([0-9]+)\s*steps?\s*", re.IGNORECASE)
-_HOURS_PER_UNIT = {"s": 1 / 3600, "sec": 1 / 3600, "m": 1 / 60, "min": 1 / 60, "h": 1.0, "hour": 1.0, "hours": 1.0}
+_HOURS_PER_UNIT = {
+    "s": 1 / 3600,
+    "sec": 1 / 3600,
+    "m": 1 / 60,
+    "min": 1 / 60,
+    "h": 1.0,
+    "hour": 1.0,
+    "hours": 1.0,
+}
 
 
 def parse_duration_hours(text: str, flag: str) -> float:

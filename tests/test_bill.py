@@ -2,8 +2,9 @@
 options, the provider facts the warehouse joins to offers, and rankings built from providers'
 published numbers.
 
-The provider rows below are this file's own, in provider_storage.csv's schema, from the providers'
-published pages (checked 2026-12-02); what a page does not state is left empty:
+The provider rows of tests/fixtures/bill/provider_storage.csv are this file's own (the benchmark
+benchmarks/bill_ranking.py reads them too until the facts seed lands), in the seed's schema, from
+the providers' published pages (checked 2026-12-02); what a page does not state is left empty:
 
 * aws: EBS gp3 $0.08 per GB-month in us-east-1 (https://aws.amazon.com/ebs/pricing/); data transfer
   out to the internet $0.09 per GB after 100 GB free per month, data transfer in $0.00 per GB
@@ -60,12 +61,8 @@ MODELS = load_models()
 LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
 LLAMA_70B = MODELS["meta-llama/Llama-3.1-70B"]
 
-FACTS_CSV = """\
-provider,storage_persists_on_stop,volume_kind,volume_price_per_gb_month,egress_price_per_gb,egress_free_gb_per_month,ingress_price_per_gb,stopped_instance_bills,boot_minutes,internet_gbits_per_s,disk_write_gbytes_per_s,currency,source,checked,notes
-aws,true,EBS gp3,0.08,0.09,100,0,false,,,,USD,https://aws.amazon.com/ebs/pricing/ ; https://aws.amazon.com/ec2/pricing/on-demand/,2026-12-02,
-runpod,true,network volume,0.07,0,,0,false,,,,USD,https://docs.runpod.io/get-started/billing-information ; https://docs.runpod.io/pods/pricing,2026-12-02,
-azure,,,,,,,true,,,,USD,https://learn.microsoft.com/en-us/azure/virtual-machines/states-billing,2026-12-02,
-"""
+# the rows above, this file's own fixture (not the facts seed)
+FACTS_CSV = (Path(__file__).parent / "fixtures" / "bill" / "provider_storage.csv").read_text(encoding="utf-8")
 AWS = ProviderFacts(
     storage_persists_on_stop=True,
     volume_usd_per_gb_month=0.08,
@@ -93,7 +90,9 @@ FULL = ProviderFacts(
     internet_gbits_per_s=10.0,
     disk_write_gbytes_per_s=2.0,
 )
-DATA = JobData(dataset_gb=50.0, model_download_gb=16.0, checkpoint_gb=1.0, result_gb=16.0, runs=5, idle_hours=0.5)
+DATA = JobData(
+    dataset_gb=50.0, model_download_gb=16.0, checkpoint_gb=1.0, result_gb=16.0, runs=5, idle_hours=0.5
+)
 
 
 def _bill(facts: ProviderFacts, data: JobData = DATA, hours: float = 10.0, wall: float | None = None) -> Any:
@@ -241,7 +240,9 @@ def test_experiment_refuses_what_cannot_run() -> None:
 
 
 def test_a_step_interval_is_those_steps_of_the_run() -> None:
-    fjob = FinetuneJob("s", LLAMA_8B.model_id, Job(seq_len=4096, micro_batch=2, grad_accumulation=4), 10**9, 1)
+    fjob = FinetuneJob(
+        "s", LLAMA_8B.model_id, Job(seq_len=4096, micro_batch=2, grad_accumulation=4), 10**9, 1
+    )
     per_step = tokens_per_gpu_step(fjob)
     assert per_step == 2 * 4096 * 4
     steps = 10**9 / (per_step * 8)  # on 8 GPUs
@@ -265,7 +266,9 @@ def test_checkpoint_every_takes_minutes_hours_or_steps() -> None:
 
 
 def test_job_options_make_the_experiment() -> None:
-    options = JobOptions(method="lora", dataset_gb=50.0, checkpoint_every="1h", download="merged", runs=5, idle="30m")
+    options = JobOptions(
+        method="lora", dataset_gb=50.0, checkpoint_every="1h", download="merged", runs=5, idle="30m"
+    )
     assert options.experiment() == Experiment(50.0, 1.0, None, "merged", 5, 0.5)
     with pytest.raises(typer.Exit):
         JobOptions(method="full", download="adapter").experiment()
@@ -336,9 +339,9 @@ def facts_warehouse(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def test_read_offers_joins_the_facts_cast_and_in_usd(facts_warehouse: duckdb.DuckDBPyConnection) -> None:
-    from tests.factories import make_offer
-
     from datetime import UTC, datetime
+
+    from tests.factories import make_offer
 
     now = datetime(2026, 12, 1, tzinfo=UTC)
     load_offers(facts_warehouse, "r1", "aws", [make_offer("p5.48xlarge", 55.04)], now=now)
@@ -354,7 +357,9 @@ def test_read_offers_joins_the_facts_cast_and_in_usd(facts_warehouse: duckdb.Duc
         "insert into core.fx_rates values ('EUR', '2026-11-30', 1.05, 'ecb', 'r0', now()), "
         "('EUR', '2026-11-01', 1.2, 'ecb', 'r0', now())"
     )
-    assert ft.read_offers(facts_warehouse)["volume_usd_per_gb_month"].to_list() == [pytest.approx(0.08 * 1.05)]
+    assert ft.read_offers(facts_warehouse)["volume_usd_per_gb_month"].to_list() == [
+        pytest.approx(0.08 * 1.05)
+    ]
     # no facts seed at all: every fact unknown, nothing fails
     facts_warehouse.execute("drop table core.provider_storage")
     assert ft.read_offers(facts_warehouse)["egress_usd_per_gb"].to_list() == [None]
@@ -388,7 +393,10 @@ def test_same_gpu_price_free_egress_and_cheaper_volume_rank_first() -> None:
     assert (first["provider"], second["provider"]) == ("runpod", "aws")
     assert first["compute_usd"] == second["compute_usd"]  # the GPU-hours alone tie
     # AWS bills 5 × 141 GB of merged weights beyond its 100 GB a month at $0.09
-    assert second["egress_usd"] == pytest.approx((5 * second["result_gb"] - 100) * 0.09) and first["egress_usd"] == 0
+    assert (
+        second["egress_usd"] == pytest.approx((5 * second["result_gb"] - 100) * 0.09)
+        and first["egress_usd"] == 0
+    )
     assert second["total_usd"] - first["total_usd"] == pytest.approx(
         second["egress_usd"] + second["storage_usd"] - first["storage_usd"]
     )
@@ -406,17 +414,25 @@ def test_a_stopped_instance_that_still_bills_pays_for_the_idle_time() -> None:
 
 
 def test_one_run_with_nothing_to_download_ranks_as_gpu_hours_did() -> None:
-    plain = FinetuneJob("plain", LLAMA_70B.model_id, Job(method="lora"), 100_000_000, 1.0, Experiment(download="none"))
+    plain = FinetuneJob(
+        "plain", LLAMA_70B.model_id, Job(method="lora"), 100_000_000, 1.0, Experiment(download="none")
+    )
     aws = {**H100_NODE, "provider": "aws", **_facts(AWS), "price_usd_per_hour": 50.0}
     azure = {**H100_NODE, "provider": "azure", "instance_type": "ND96isr_H100_v5", **_facts(AZURE)}
     first, second = _rank(aws, azure, fjob=plain)
     assert first["provider"] == "aws" and first["cost_usd"] < second["cost_usd"]
-    assert second["idle_usd"] == 0.0 and second["egress_usd"] == 0.0 and math.isclose(
-        first["total_usd"], first["compute_usd"] + first["storage_usd"] + first["ingress_usd"]
+    assert (
+        second["idle_usd"] == 0.0
+        and second["egress_usd"] == 0.0
+        and math.isclose(
+            first["total_usd"], first["compute_usd"] + first["storage_usd"] + first["ingress_usd"]
+        )
     )
 
 
 def test_plans_of_older_code_are_replanned_not_appended(facts_warehouse: duckdb.DuckDBPyConnection) -> None:
     facts_warehouse.execute("create schema if not exists marts")
-    facts_warehouse.execute("create table marts.finetune_plans as select 'k' as job_key, 1::bigint as hardware_key")
+    facts_warehouse.execute(
+        "create table marts.finetune_plans as select 'k' as job_key, 1::bigint as hardware_key"
+    )
     assert ft._reusable_plans(facts_warehouse) == set()
