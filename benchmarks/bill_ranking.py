@@ -9,8 +9,9 @@ schema), then prices three jobs on every current on-demand offer the way `gpucos
 (`warehouse.finetune_marts.cost_frame`) and compares two rankings of the priced offers: by one
 run's GPU time (`cost_usd`, what the ranking was before the bill) and by the whole bill
 (`total_usd`). Per job it prints the Spearman rank correlation over all priced offers, how many of
-the top 10 by bill were not in the top 10 by GPU time, the biggest mover among the top 10s, and
-how many priced offers have a provider with unpublished facts.
+the top 10 by bill were not in the top 10 by GPU time, the biggest mover among the top 10s, how many
+priced offers have a provider with unpublished facts, and the most the known non-GPU items add to
+any offer's GPU time (as a share of it).
 """
 
 from __future__ import annotations
@@ -112,6 +113,13 @@ def compare(rows: pl.DataFrame) -> dict[str, object]:
         "mover": f"{first['provider']} {first['instance_type']} ({first['region']}): "
         f"{first['gpu_rank']} → {first['bill_rank']}",
         "unknown": priced.filter(pl.col("bill_unknown_items").is_not_null()).height,
+        # what the bill adds to the GPU time, as a share of it: the most any priced offer pays
+        "extra_max": priced.select(
+            (
+                (pl.col("total_usd") - pl.col("compute_usd") - pl.col("spot_rework_usd"))
+                / (pl.col("compute_usd") + pl.col("spot_rework_usd"))
+            ).max()
+        ).item(),
     }
 
 
@@ -138,13 +146,16 @@ def main(argv: list[str]) -> int:
         print(f"facts: {source}")
         offers = read_offers(con)
         offers = offers.filter(~offers["is_spot"])
-        print(f"{'job':<78} {'priced':>6} {'rho':>6} {'new in top 10':>13} {'unknown':>8}  biggest mover")
+        print(
+            f"{'job':<78} {'priced':>6} {'rho':>6} {'new in top 10':>13} {'unknown':>8} {'max extra':>9}"
+            "  biggest mover"
+        )
         for case in CASES:
             rows = cost_frame(con, [case.fjob], models, offers, max_nodes=case.max_nodes, max_gpus=None)
             r = compare(rows)
             print(
                 f"{case.label:<78} {r['offers']:>6} {r['rho']:>6.3f} {r['entered']:>13} "
-                f"{r['unknown']:>8}  {r['mover']}"
+                f"{r['unknown']:>8} {r['extra_max']:>9.1%}  {r['mover']}"
             )
         con.close()
     return 0

@@ -20,8 +20,10 @@ the providers' published pages (checked 2026-12-02); what a page does not state 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ import pytest
 import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 import warehouse.finetune_marts as ft
 from finetune import FinetuneJob, Job, billed_hours, expected_spot_hours
@@ -49,10 +52,13 @@ from finetune.cost import (
 )
 from finetune.job import DATASET_BYTES_PER_TOKEN, Experiment
 from finetune.memory import adapter_params
+from flows.cli import app
 from flows.job_options import JobOptions, parse_checkpoint_every, parse_duration_hours
+from tests.factories import make_offer
 from tests.test_finetune_marts import H100_NODE, L4_ONE, OFFER_SCHEMA
 from tests.test_finetune_scale import assert_same_rows, reference_rows
-from warehouse.db import connect, load_seeds, migrate
+from warehouse.db import connect, load_seeds, migrate, open_warehouse
+from warehouse.finetune_marts import build_finetune_marts
 from warehouse.load import load_offers
 from warehouse.marts import build_marts
 from warehouse.seed_models import load_models
@@ -436,3 +442,132 @@ def test_plans_of_older_code_are_replanned_not_appended(facts_warehouse: duckdb.
         "create table marts.finetune_plans as select 'k' as job_key, 1::bigint as hardware_key"
     )
     assert ft._reusable_plans(facts_warehouse) == set()
+
+
+# --- `gpucost estimate` with the bill ---------------------------------------------------------------
+
+runner = CliRunner()
+T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
+BILL_ARGS = ["--dataset-gb", "50", "--checkpoint-every", "1h", "--runs", "5", "--idle", "30m"]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A warehouse with aws and azure offers and this file's facts rows in core.provider_storage."""
+    monkeypatch.setenv("GPUCOST_HOME", str(tmp_path))
+    con = open_warehouse(tmp_path / "warehouse.duckdb")
+    con.execute(
+        "create or replace table core.provider_storage as select * from "
+        "read_csv(?, header = true, auto_detect = true, sample_size = -1)",
+        [str(Path(__file__).parent / "fixtures" / "bill" / "provider_storage.csv")],
+    )
+    load_offers(con, "r1", "aws", [make_offer("p5.48xlarge", 55.04), make_offer("g6e.xlarge", 1.861)], now=T0)
+    load_offers(con, "r1", "azure", [make_offer("Standard_NC24ads_A100_v4", 3.673, "azure")], now=T0)
+    build_marts(con, finetune=build_finetune_marts)
+    con.close()
+    return tmp_path
+
+
+def test_estimate_json_ranks_by_the_whole_bill(home: Path) -> None:
+    args = [
+        "estimate",
+        "--model",
+        "Llama-3.1-8B",
+        "--tokens",
+        "50M",
+        *BILL_ARGS,
+        "--download",
+        "merged",
+        "--json",
+    ]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["total_usd"] for r in rows] == sorted(r["total_usd"] for r in rows) and len(rows) == 3
+    for r in rows:
+        known = [r[f"{item}_usd"] for item in BILL_ITEMS if r[f"{item}_usd"] is not None]
+        assert r["total_usd"] == pytest.approx(sum(known)) and r["runs"] == 5 and r["dataset_gb"] == 50.0
+        assert r["checkpoint_interval_hours"] == 1.0
+    aws = [r for r in rows if r["provider"] == "aws"]
+    azure = next(r for r in rows if r["provider"] == "azure")
+    # aws publishes its volume and egress; azure (in these rows) only that a stopped VM bills
+    assert all(r["storage_usd"] > 0 and r["idle_usd"] == 0 for r in aws)
+    assert azure["idle_usd"] == pytest.approx(4 * 0.5 * 3.673) and "storage" in azure["bill_unknown_items"]
+
+
+def test_estimate_bill_view_itemizes_and_names_what_is_unpublished(home: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["estimate", "--model", "Llama-3.1-8B", "--tokens", "50M", *BILL_ARGS, "--bill"],
+        terminal_width=200,
+    )
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "the bill of 5 run(s), 30 min idle between, 50.0 GB dataset, checkpoint every 60 min" in text
+    assert "azure: storage_persists_on_stop, volume_price_per_gb_month" in text and "?" in text
+
+
+def test_estimate_table_has_the_bill_and_says_what_it_covers(home: Path) -> None:
+    result = runner.invoke(
+        app, ["estimate", "--model", "Llama-3.1-8B", "--tokens", "50M"], terminal_width=200
+    )
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "bill $" in text and "1 run(s), 0.2 GB dataset, checkpoint every 30 min, adapter download" in text
+    assert "*: aws, azure leave(s) boot_minutes" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--checkpoint-every", "often"], "write minutes or hours (30m, 1h) or steps (500steps)"),
+        (["--idle", "a while"], "--idle 'a while': write a duration like 30m"),
+        (["--method", "full", "--download", "adapter"], "full fine-tuning trains no adapter"),
+    ],
+)
+def test_estimate_refuses_a_bad_experiment_in_one_line(home: Path, args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["estimate", "--model", "Llama-3.1-8B", *args])
+    assert result.exit_code == 2 and message in " ".join(result.output.split())
+
+
+def test_stated_hardware_knows_only_its_gpu_time() -> None:
+    args = [
+        "estimate",
+        "--model",
+        "Llama-3.1-8B",
+        "--gpu",
+        "H100-SXM",
+        "--price-per-gpu-hour",
+        "2.5",
+        *BILL_ARGS,
+    ]
+    result = runner.invoke(app, args, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "known (compute and spot rework); setup, storage, checkpoint, egress, ingress, idle need" in text
+
+
+# --- the benchmark's comparison ---------------------------------------------------------------------
+
+
+def test_benchmark_compares_the_two_rankings() -> None:
+    from benchmarks.bill_ranking import compare
+
+    rows = pl.DataFrame(
+        {
+            "provider": ["a", "b", "c"],
+            "instance_type": ["x", "y", "z"],
+            "region": ["r", "r", "r"],
+            "zone": [None, None, None],
+            "priced": [True, True, True],
+            "cost_usd": [1.0, 2.0, 3.0],
+            "compute_usd": [1.0, 2.0, 3.0],
+            "spot_rework_usd": [0.0, 0.0, 0.0],
+            # a's egress puts it last: the whole ranking reverses
+            "total_usd": [9.0, 4.0, 3.5],
+            "bill_unknown_items": [None, "egress", None],
+        }
+    )
+    got = compare(rows)
+    assert got["rho"] == pytest.approx(-1.0) and got["unknown"] == 1 and got["offers"] == 3
+    assert got["mover"] == "a x (r): 1 → 3" and got["extra_max"] == pytest.approx(8.0)
