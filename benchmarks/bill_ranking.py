@@ -106,12 +106,17 @@ def compare(rows: pl.DataFrame) -> dict[str, object]:
         "moved", descending=True
     )
     first = mover.row(0, named=True)
+    moved = (
+        f"{first['provider']} {first['instance_type']} ({first['region']}): "
+        f"{first['gpu_rank']} → {first['bill_rank']}"
+        if first["moved"]
+        else "none (the top 10s rank alike)"
+    )
     return {
         "offers": priced.height,
         "rho": rho,
         "entered": entered,
-        "mover": f"{first['provider']} {first['instance_type']} ({first['region']}): "
-        f"{first['gpu_rank']} → {first['bill_rank']}",
+        "mover": moved,
         "unknown": priced.filter(pl.col("bill_unknown_items").is_not_null()).height,
         # what the bill adds to the GPU time, as a share of it: the most any priced offer pays
         "extra_max": priced.select(
@@ -154,7 +159,7 @@ def main(argv: list[str]) -> int:
             rows = cost_frame(con, [case.fjob], models, offers, max_nodes=case.max_nodes, max_gpus=None)
             r = compare(rows)
             print(
-                f"{case.label:<78} {r['offers']:>6} {r['rho']:>6.3f} {r['entered']:>13} "
+                f"{case.label:<78} {r['offers']:>6} {r['rho']:>6.4f} {r['entered']:>13} "
                 f"{r['unknown']:>8} {r['extra_max']:>9.1%}  {r['mover']}"
             )
         con.close()

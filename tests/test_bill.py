@@ -571,3 +571,5 @@ def test_benchmark_compares_the_two_rankings() -> None:
     got = compare(rows)
     assert got["rho"] == pytest.approx(-1.0) and got["unknown"] == 1 and got["offers"] == 3
     assert got["mover"] == "a x (r): 1 → 3" and got["extra_max"] == pytest.approx(8.0)
+    same = compare(rows.with_columns(pl.col("cost_usd").alias("total_usd")))
+    assert same["rho"] == pytest.approx(1.0) and same["mover"] == "none (the top 10s rank alike)"
