@@ -255,10 +255,9 @@ Download = Literal["merged", "adapter", "none"]
 # quarter of an hour of work on average (finetune.cost.expected_spot_hours).
 DEFAULT_CHECKPOINT_EVERY_HOURS = 0.5
 # Without --dataset-gb, the dataset is sized at 4 bytes per token: UTF-8 English text runs about
-# 4 characters per token for GPT/Llama-style BPE tokenizers ("one token generally corresponds to
-# ~4 characters of text for common English text", OpenAI, "What are tokens and how to count
-# them?", help.openai.com, checked 2026-12-02), and the same corpus pre-tokenized as int32 ids
-# is 4 bytes per token too.
+# 4 characters per token for GPT/Llama-style BPE tokenizers (OpenAI's help article "What are
+# tokens and how to count them?", help.openai.com, the rule of thumb checked 2026-12-02), and the
+# same corpus pre-tokenized as int32 ids is 4 bytes per token too.
 DATASET_BYTES_PER_TOKEN = 4.0
 
 

@@ -299,6 +299,8 @@ def test_cost_frame_equals_the_pure_bill_for_every_experiment_and_facts() -> Non
         {**L4_ONE, "provider": "none"},
         {**L4_ONE, "provider": "hourly", "billing_granularity": "per_hour", **_facts(AZURE)},
         spot,
+        # a bid market (0.05 interruptions/h)
+        {**spot, "provider": "vast", "spot_kind": "bid"},
     )
     jobs = [
         FinetuneJob("plain", "Qwen/Qwen2.5-0.5B", Job(method="lora"), 2_000_000, 1.0),
@@ -318,6 +320,14 @@ def test_cost_frame_equals_the_pure_bill_for_every_experiment_and_facts() -> Non
             1.0,
             Experiment(checkpoint_every_hours=0.05, download="none", runs=3),
         ),
+        FinetuneJob(
+            "rare",
+            "Qwen/Qwen2.5-0.5B",
+            Job(method="lora"),
+            20_000_000,
+            1.0,
+            Experiment(checkpoint_every_steps=10_000_000),
+        ),
     ]
     con = connect(":memory:")
     got = ft.cost_frame(con, jobs, MODELS, _offers(*rows)).to_dicts()
@@ -328,6 +338,12 @@ def test_cost_frame_equals_the_pure_bill_for_every_experiment_and_facts() -> Non
     # the rows reach every item and both kinds of interval
     assert {r["bill_unknown_items"] is None for r in priced} == {True, False}
     assert all(any((r[f"{item}_usd"] or 0) > 0 for r in priced) for item in BILL_ITEMS)
+    never = [r for r in expected if r["unpriced_reason"] and "never finishes" in r["unpriced_reason"]]
+    # both spot offers, market and bid: hundreds of hours between checkpoints
+    assert sorted((r["job_id"], r["provider"]) for r in never) == [("rare", "gcp"), ("rare", "vast")]
+    assert all(
+        f"checkpoints every {r['checkpoint_interval_hours']:g} h" in r["unpriced_reason"] for r in never
+    )
 
 
 @pytest.fixture
