@@ -4,7 +4,8 @@
   definition of "fresh" both readers show.
 * `status`: `gpucost status`'s answer: each provider's last finished run, `last_good`, the
   runs in progress or abandoned, the providers failing or stale (`warehouse.lifecycle`) and the
-  offers closed because their provider retired.
+  offers closed because their provider retired, and the current offers the offers mart leaves
+  out (`dropped_offers`, from marts.dropped_offers).
 * `freshness`: the page's per-provider panel: the last run with its held scopes and prices, and
   `last_good_at` from `last_good`.
 """
@@ -12,7 +13,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,8 @@ class Status:
     closed_as_retired: dict[str, int]  # provider -> offers closed because it retired
     # (currency, newest rate date, offers priced in it) whose rate is older than the setting
     stale_fx_rates: list[tuple[str, date, int]]
+    # (provider, drop reason, offers) the offers mart leaves out (marts.dropped_offers)
+    dropped_offers: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 def status(
@@ -78,7 +81,31 @@ def status(
     runs = [OpenRun(*row) for row in con.execute(_sql(SQL_DIR / "open_runs.sql")).fetchall()]
     health = provider_health(con, now, stale_after_hours)
     stale_rates = stale_fx_rates(con, fx_stale_after_days, now.date())
-    return Status(columns, rows, last_good(con), runs, health, retired(), closed_as_retired(con), stale_rates)
+    return Status(
+        columns,
+        rows,
+        last_good(con),
+        runs,
+        health,
+        retired(),
+        closed_as_retired(con),
+        stale_rates,
+        dropped_offers(con),
+    )
+
+
+def dropped_offers(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int]]:
+    """(provider, drop reason, offers) of the current offers the offers mart leaves out
+    (marts.dropped_offers); none before the first mart build."""
+    built = con.execute(
+        "select count(*) from duckdb_tables() where schema_name = 'marts' and table_name = 'dropped_offers'"
+    ).fetchall()
+    if not built[0][0]:  # no marts built yet: nothing is dropped
+        return []
+    return con.execute(
+        "select provider, drop_reason, count(*) from marts.dropped_offers "
+        "group by provider, drop_reason order by provider, drop_reason"
+    ).fetchall()
 
 
 def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:

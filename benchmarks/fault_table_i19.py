@@ -5,7 +5,9 @@ client on a mock transport, a marketplace connector's parse on its own fixture) 
 happened: `held` (the last good price stays current, the row is quarantined with the reason
 shown), `refused` (the fetch fails with the message shown), `held 1 run, confirmed` when the
 guard held it once and the same move came back (its confirmation rule), `published WRONG` when a
-wrong price became current, `-` where the fault does not apply to the family. Usage:
+wrong price became current, `published, flagged ...` when a price that markets do ask is published
+with the flag a reader sees, `dropped from the mart, recorded` when the mart leaves an offer out
+and marts.dropped_offers says why, `-` where the fault does not apply to the family. Usage:
 `uv run python benchmarks/fault_table_i19.py`.
 """
 
@@ -15,6 +17,7 @@ import json
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -22,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
+from answers.status import dropped_offers
 from connectors import vast
 from connectors.base import FetchError, FxRate, Offer, RawResponse
 from connectors.http import make_client
@@ -96,6 +100,75 @@ def guarded(family: str, move: Callable[[float], float], currency: str | None = 
     if current != good:
         return f"published WRONG ({good:g} -> {current:g})"
     return f"held x2 runs ({', '.join(sorted(set(reasons)))})"
+
+
+def thin_repeated(runs: int = 5) -> str:
+    """A 2-host segment follows one host 2.9x down, `runs` identical runs; then a 3rd host."""
+    con = warehouse()
+    load_offers(con, "m0", "vast", [offer("marketplace", 4.0, hosts=2)], now=T0)
+    reasons: set[str] = set()
+    for i in range(1, runs + 1):
+        result = load_offers(
+            con, f"m{i}", "vast", [offer("marketplace", 4.0 / 2.9, hosts=2)], now=T0 + i * HOUR
+        )
+        con.execute(
+            "insert into ops.provider_runs (run_id, provider, status, started_at) values (?, ?, ?, ?)",
+            [f"m{i}", "vast", result.status, T0 + i * HOUR],
+        )
+        reasons |= set(result.quarantine_reasons)
+    build_marts(con, catalog=HardwareCatalog.load(), settings=Settings())
+    (price, held) = con.execute("select price_per_hour, price_held_reason from marts.gpu_offers").fetchall()[
+        0
+    ]
+    if price != 4.0:
+        return f"published WRONG (4 -> {price:g})"
+    later = T0 + (runs + 1) * HOUR
+    load_offers(con, "m9", "vast", [offer("marketplace", 4.0 / 2.9, hosts=3)], now=later)
+    (landed,) = con.execute("select price_per_hour from core.offer_prices where valid_to is null").fetchall()[
+        0
+    ]
+    con.close()
+    lands = "lands at 3 hosts" if math.isclose(landed, 4.0 / 2.9) else "still held at 3 hosts"
+    return f"held x{runs} runs ({', '.join(sorted(reasons))}; mart shows {held}); {lands}"
+
+
+def spot_above(family: str, spot_factor: float) -> str:
+    """A spot price `spot_factor` x the on-demand price of the same instance (swapped columns)."""
+    provider, gpus, _, _ = FAMILIES[family]
+    con = warehouse()
+    on_demand = offer(family, 2.0 * gpus)
+    # spot at 60 % of on-demand, then 1.25x it: a 2.08x move, under the jump factor and no unit
+    spot = replace(offer(family, 1.2 * gpus), pricing_type="spot")
+    load_offers(con, "s0", provider, [on_demand, spot], now=T0)
+    swapped = replace(spot, price_per_hour=2.0 * gpus * spot_factor)
+    result = load_offers(con, "s1", provider, [on_demand, swapped], now=T0 + HOUR)
+    (price, data) = con.execute(
+        "select price_per_hour, provider_data from core.offer_prices "
+        "where valid_to is null and pricing_type = 'spot'"
+    ).fetchall()[0]
+    con.close()
+    if result.quarantine_reasons:
+        return f"held ({', '.join(sorted(result.quarantine_reasons))})"
+    flagged = json.loads(data).get("spot_above_on_demand")
+    return f"published, flagged spot_above_on_demand={flagged}" if flagged else f"published WRONG ({price:g})"
+
+
+def absurd_converted() -> str:
+    """A row already in core converted with a 1000x EUR rate (written before the load guards
+    existed, as the issue found them): what the mart does with it. The row is set up by SQL
+    because no load today writes one."""
+    con = warehouse()
+    load_offers(con, "p0", "nebius", [offer("page", 4.0)], now=T0)
+    con.execute("update core.offer_prices set price_usd_per_hour = price_per_hour * 1080.0")
+    load_fx_rates(con, "fxa", [FxRate("EUR", date(2026, 12, 1), EUR * 1000, "ECB")], now=T0)
+    con.execute("update core.offer_prices set fx_rate_date = date '2026-12-01'")
+    build_marts(con, catalog=HardwareCatalog.load(), settings=Settings())
+    shown = con.execute("select count(*) from marts.gpu_offers").fetchall()[0][0]
+    dropped = dropped_offers(con)
+    con.close()
+    if shown:
+        return "published WRONG (absurd converted price in the mart)"
+    return f"dropped from the mart, recorded: {dropped}"
 
 
 def fx_repeated(factor: float) -> str:
@@ -204,6 +277,18 @@ def main() -> None:
                 "marketplace": guarded("marketplace", lambda p: p / 2.9, hosts=2),
                 "FX": na,
             },
+        ),
+        (
+            "thin segment (2 hosts) repeated 5 runs",
+            {"API": na, "page": na, "marketplace": thin_repeated(), "FX": na},
+        ),
+        (
+            "spot 1.25x on-demand (columns swapped)",
+            {f: spot_above(f, 1.25) for f in FAMILIES} | {"FX": na},
+        ),
+        (
+            "absurd converted price already in core (x1000 rate)",
+            {"API": na, "page": absurd_converted(), "marketplace": na, "FX": na},
         ),
         ("wrong rate x1000, repeated", {"API": na, "page": na, "marketplace": na, "FX": fx_repeated(1000.0)}),
         ("wrong rate x1.5, repeated", {"API": na, "page": na, "marketplace": na, "FX": fx_repeated(1.5)}),

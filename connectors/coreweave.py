@@ -262,7 +262,7 @@ def _price(row: pages.Row, label: str, count: float) -> tuple[float | None, str,
     The cell gives the currency ("$42.00"), the header the unit ("(Per Hour)"), the page the basis
     (`PER_INSTANCE`); a cell or header saying otherwise raises `LayoutChanged`.
     """
-    price = row.quote(label, stated=PER_INSTANCE)
+    price = row.quote(label, stated=PER_INSTANCE, gpu_count=count or None)
     text = row.get(label) or ""
     if price is None:
         return None, "USD", f"price cell {text!r} under `{row.table.label_of(label)}` is not a price", {}

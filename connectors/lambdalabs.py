@@ -142,7 +142,8 @@ def page_rows(doc: bs4.Tag) -> Iterator[PageRow]:
                     "the plan name; has the page layout changed?"
                 )
             # "PRICE/GPU/HR*": the label states per GPU and per hour, the cell "$4.99" the currency
-            price = row.quote(*PRICE_LABELS)
+            # the tab's count: a per-instance column beside it must be this many GPUs' price
+            price = row.quote(*PRICE_LABELS, gpu_count=row_count)
             yield PageRow(
                 count=row_count,
                 plan=plan,

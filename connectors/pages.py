@@ -28,8 +28,10 @@ GPU / per instance, each from the cell, its label or what the page states once (
 where), and raises `LayoutChanged` naming what it found when one is stated nowhere or two sources
 disagree. A `Quote` carries "from", range and footnote flags (`Quote.flags()` is what an offer's
 `provider_data` records), and `check_instance_price` refuses a per-GPU price whose value times the
-GPU count is not the instance price beside it. `Table.check_price_columns` refuses prices under a
-label the connector does not read; `Table.check_names` a name column holding numbers or prices.
+GPU count is not the instance price beside it; `Row.quote` applies it by itself whenever the table
+prices a row on both bases (`Table.basis_partner`), so no page can forget it.
+`Table.check_price_columns` refuses prices under a label the connector does not read;
+`Table.check_names` a name column holding numbers or prices.
 `read_pages` is the one parse loop of a single-page connector: a 304 to `fetch_page`'s validators
 becomes `Unchanged` for the scopes the page covers.
 """
@@ -41,7 +43,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import bs4
@@ -290,9 +292,43 @@ class Table:
                 f"{cells[:3]}; has the page layout changed?"
             )
 
+    def basis_partner(self, index: int, per_gpu: bool) -> int | None:
+        """The column pricing what column `index` prices, maybe on the other basis: it reads as
+        column `index`'s label once the basis words are set aside ("PRICE/INSTANCE/HR" beside
+        "PRICE/GPU/HR"; a "Spot ... per GPU" column is another price, not the on-demand one on
+        another basis) and its label states the other basis or none (then the page's applies).
+        None when no such column holds prices, or two do (ambiguous)."""
+        other = [
+            i
+            for i, h in enumerate(self.headers)
+            if i != index
+            and label_basis(h)[1] is not per_gpu
+            and _residual(h) == _residual(self.headers[index])
+            and _holds_prices(self, i)
+        ]
+        return other[0] if len(other) == 1 else None
+
     def label_of(self, *labels: str) -> str:
         """The header as printed of the column matching `labels` (`LayoutChanged` when none)."""
         return self.headers[self.column(*labels)]
+
+
+# Labels of a column holding a row's GPU count (matched whole: "GPU model" is not one).
+_COUNT_LABELS = ("GPU Count", "GPUs", "GPU", "# GPUs", "# of GPUs", "Number of GPUs", "No. of GPUs")
+# Words that say a price's basis (per GPU, per instance) rather than which price it is.
+_BASIS_WORDS = frozenset(
+    {"per", "a", "an", "gpu", "gpus", "instance", "instances", "node", "server", "machine", "vm", "total"}
+)
+
+
+def _residual(label: str) -> tuple[str, ...]:
+    """A label's words with the basis words set aside: which price it is, not on what basis."""
+    return tuple(word for word in _norm_label(label).split() if word not in _BASIS_WORDS)
+
+
+def _holds_prices(table: Table, index: int) -> bool:
+    cells = [row[index] for row in table.rows if index < len(row)]
+    return any(_LABEL_CURRENCY.search(c) and re.search(r"\d", c) for c in cells)
 
 
 def _is_number_or_price(text: str) -> bool:
@@ -327,9 +363,24 @@ class Row:
         """The cell under the header matching `labels`; `LayoutChanged` naming them when none does."""
         return self.cells.get(self.table.keys[self.table.column(*labels)], "")
 
-    def quote(self, *labels: str, stated: Stated | None = None) -> Quote | None:
-        """The price under the column matching `labels`, read with its basis (see `quote`)."""
+    def quote(
+        self, *labels: str, stated: Stated | None = None, gpu_count: float | None = None
+    ) -> Quote | None:
+        """The price under the column matching `labels`, read with its basis (see `quote`).
+
+        When the table also prices the row on the other basis (a per-GPU column beside a
+        per-instance one, `Table.basis_partner`), the two must agree (`check_instance_price`)
+        for the GPU count: `gpu_count` where the caller knows it, else the row's GPU-count
+        column, else the whole number of GPUs the two prices imply (a per-GPU price over the
+        instance's must be one). Every connector reading prices through here gets the check.
+        """
         index = self.table.column(*labels)
+        price = self._quote_at(index, stated)
+        if price is not None:
+            self._check_basis(index, price, stated or Stated(), gpu_count)
+        return price
+
+    def _quote_at(self, index: int, stated: Stated | None) -> Quote | None:
         key = self.table.keys[index]
         return quote(
             self.cells.get(key, ""),
@@ -338,6 +389,34 @@ class Row:
             where=f"column `{self.table.headers[index]}` of {self.table.where}",
             marks=self.marks.get(key, ""),
         )
+
+    def gpu_count(self) -> int | None:
+        """The row's GPU count from a column labelled as one (`GPU Count`, `GPUs`, ...), or None."""
+        for index, header in enumerate(self.table.headers):
+            if any(label_matches(header, label) for label in _COUNT_LABELS):
+                return parse_count(self.cells.get(self.table.keys[index]))
+        return None
+
+    def _check_basis(self, index: int, price: Quote, stated: Stated, gpu_count: float | None) -> None:
+        partner = self.table.basis_partner(index, price.per_gpu)
+        if partner is None:
+            return
+        # a partner whose label states its basis is read by it (the page's statement is about the
+        # price it reads); one whose label states none takes the page's, like any price there
+        says = label_basis(self.table.headers[partner])[1]
+        try:
+            other = self._quote_at(partner, replace(stated, per_gpu=None) if says is not None else stated)
+        except LayoutChanged:
+            return  # a cell this row cannot read is no second statement of its price
+        if other is None or other.per_gpu == price.per_gpu:
+            return
+        per_gpu, instance = (price, other) if price.per_gpu else (other, price)
+        count = gpu_count or self.gpu_count()
+        if not count and per_gpu.currency == instance.currency and per_gpu.per_hour() > 0:
+            count = max(1, round(instance.per_hour() / per_gpu.per_hour()))
+        headers = self.table.headers
+        where = f"columns `{headers[index]}` and `{headers[partner]}` of {self.table.where}"
+        check_instance_price(per_gpu, instance, float(count or 1), where=where)
 
 
 def _cells(row: bs4.Tag) -> list[bs4.Tag]:

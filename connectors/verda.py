@@ -325,7 +325,7 @@ def hourly_price(row: pages.Row, column: str, count: float) -> tuple[float, str,
     """
     cell = row.get(column) or ""
     try:
-        quote = row.quote(column, stated=PER_INSTANCE)
+        quote = row.quote(column, stated=PER_INSTANCE, gpu_count=count or None)
     except LayoutChanged as exc:
         return math.nan, "USD", str(exc), {}
     if quote is None:

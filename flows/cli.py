@@ -28,7 +28,7 @@ from rich.table import Table
 
 from answers import AnswerError, catalog
 from answers import status as answers_status
-from flows import STARTED, cli_finetune, cli_prices
+from flows import STARTED, cli_finetune, cli_prices, cli_providers
 from flows.output import console, err
 from warehouse.db import (
     Settings,
@@ -593,7 +593,8 @@ def report(
 @app.command()
 def status() -> None:
     """The last run of each provider: when, status, rows, error; which providers are failing or
-    stale (failing for longer than GPUCOST_STALE_AFTER_HOURS), since when and why; retired ones."""
+    stale (failing for longer than GPUCOST_STALE_AFTER_HOURS), since when and why; retired ones;
+    stale exchange rates and offers the marts leave out (an absurd converted price)."""
     from datetime import UTC, datetime
 
     settings = Settings()
@@ -640,6 +641,19 @@ def status() -> None:
             f"GPUCOST_FX_STALE_AFTER_DAYS; {offers} offer(s) priced in {currency} are converted with it "
             "(marts.gpu_offers.fx_rate_stale). Check the ecb provider's last run above and refresh it",
             soft_wrap=True,
+        )
+    for provider, reason, offers in answer.dropped_offers:
+        why = (
+            f"converted price over GPUCOST_MAX_USD_PER_GPU_HOUR (${settings.max_usd_per_gpu_hour:,g}"
+            "/GPU-hour): a misread price or rate"
+            if reason == "absurd_price"
+            else reason
+        )
+        console.print(
+            f"warning: {provider}: {offers} current offer(s) left out of the answers, {why}; "
+            "`select * from marts.dropped_offers` lists them",
+            soft_wrap=True,
+            highlight=False,
         )
 
 
@@ -841,6 +855,7 @@ app.command()(cli_finetune.estimate)
 app.command()(cli_finetune.models)
 app.command()(cli_prices.prices)
 app.command()(cli_prices.history)
+app.command()(cli_providers.providers)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -168,15 +169,52 @@ def test_a_two_host_segment_does_not_follow_one_host_under_the_jump_factor(con):
     """The issue's case: a 2-host segment followed one cheap host by 2.9x, under the 3x guard."""
     run(con, "r1", segment(1.00, hosts=2), T0)
     held = run(con, "r2", segment(1.00 / 2.9, hosts=2), T0 + HOUR)
-    assert held.quarantine_reasons == {"price_jump": 1} and price(con) == 1.00
-    # the same price on the next run is the market's, not one listing's: confirmed
-    assert run(con, "r3", segment(1.00 / 2.9, hosts=2), T0 + 2 * HOUR).quarantine_reasons == {}
-    assert price(con) == pytest.approx(1.00 / 2.9)
+    assert held.quarantine_reasons == {"thin_market": 1} and price(con) == 1.00
+    details = con.execute("select details from ops.quarantine where reason = 'thin_market'").fetchall()
+    assert json.loads(details[0][0]) == {
+        "old_price_per_hour": 1.00,
+        "new_price_per_hour": pytest.approx(1.00 / 2.9),
+        "currency": "USD",
+        "host_offers": 2,
+        "market_min_hosts": 3,
+    }
+
+
+def test_repeating_one_host_s_listing_never_confirms_it(con):
+    """The same listing read again is the same one witness: ten identical runs publish nothing."""
+    run(con, "r0", segment(1.00, hosts=2), T0)
+    for i in range(1, 11):
+        result = run(con, f"r{i}", segment(0.40, hosts=2), T0 + i * HOUR)
+        assert result.quarantine_reasons == {"thin_market": 1}
+    assert price(con) == 1.00
+
+
+def test_the_move_lands_once_the_segment_reaches_the_host_floor(con):
+    run(con, "r0", segment(1.00, hosts=2), T0)
+    assert run(con, "r1", segment(0.40, hosts=2), T0 + HOUR).quarantine_reasons == {"thin_market": 1}
+    # three hosts now stand behind the price: an ordinary move under the 3x jump factor lands
+    assert run(con, "r2", segment(0.40, hosts=3), T0 + 2 * HOUR).quarantine_reasons == {}
+    assert price(con) == pytest.approx(0.40)
+
+
+def test_a_populated_segment_moving_past_the_jump_factor_still_needs_two_runs(con):
+    run(con, "r0", segment(1.00, hosts=2), T0)
+    run(con, "r1", segment(0.20, hosts=2), T0 + HOUR)  # thin_market: confirms nothing
+    assert run(con, "r2", segment(0.20, hosts=5), T0 + 2 * HOUR).quarantine_reasons == {"price_jump": 1}
+    assert run(con, "r3", segment(0.20, hosts=5), T0 + 3 * HOUR).quarantine_reasons == {}
+    assert price(con) == pytest.approx(0.20)
+
+
+def test_accept_changes_publishes_a_thin_segment_s_move(con):
+    run(con, "r0", segment(1.00, hosts=1), T0)
+    result = run(con, "r1", segment(0.40, hosts=1), T0 + HOUR, Guards(accept_changes=True))
+    assert result.quarantine_reasons == {} and price(con) == pytest.approx(0.40)
 
 
 def test_a_thin_segment_moving_within_the_confirm_factor_loads(con):
     run(con, "r1", segment(1.00, hosts=1), T0)
     assert run(con, "r2", segment(1.05, hosts=1), T0 + HOUR).quarantine_reasons == {}
+    assert price(con) == pytest.approx(1.05)
 
 
 def test_a_well_populated_segment_moves_as_the_jump_factor_allows(con):
@@ -187,4 +225,12 @@ def test_a_well_populated_segment_moves_as_the_jump_factor_allows(con):
 def test_the_host_floor_is_a_setting(con):
     run(con, "r1", segment(1.00, hosts=4), T0, Guards(market_min_hosts=5))
     result = run(con, "r2", segment(0.7, hosts=4), T0 + HOUR, Guards(market_min_hosts=5))
-    assert result.quarantine_reasons == {"price_jump": 1}
+    assert result.quarantine_reasons == {"thin_market": 1}
+    assert run(con, "r3", segment(0.7, hosts=4), T0 + 2 * HOUR).quarantine_reasons == {}  # floor 3
+
+
+def test_a_list_price_is_never_a_thin_segment(con):
+    """Only a marketplace aggregate stands on hosts; a `host_offers` key on a list row is not read."""
+    listed = make_offer("A", 1.0, provider="vast", gpu_count=2.0, provider_data={"host_offers": 1})
+    run(con, "r1", listed, T0)
+    assert run(con, "r2", replace(listed, price_per_hour=0.6), T0 + HOUR).quarantine_reasons == {}

@@ -59,8 +59,8 @@ class Settings(BaseSettings):
     # a rate older than this is stale: marts.gpu_offers.fx_rate_stale, and `gpucost status` warns
     # (the ECB publishes every TARGET working day; a week covers Easter's four-day closure)
     fx_stale_after_days: float = 7.0
-    # marketplaces (connectors/market.py): a segment standing on fewer hosts than this moves no
-    # more than the anomaly guard allows, whatever one host asks
+    # marketplaces (connectors/market.py): a segment standing on fewer hosts than this that moves
+    # more than 1.1x is held as `thin_market` until it stands on this many (warehouse/load.py)
     market_min_hosts: int = 3
     # raw archive (warehouse/archive.py): bodies of runs that changed no price are kept this long
     raw_retention_days: int = 30

@@ -371,6 +371,28 @@ _COLUMNS: tuple[Column, ...] = (
         UTC,
         "When the first of these offers was first seen.",
     ),
+    # --- guards (issue 19): a held price and a dropped offer say so ---------------------------
+    _c(
+        "price_held_reason",
+        "VARCHAR",
+        "",
+        "Why the newest price read for this offer was held (price_jump, unit_change, thin_market, "
+        "spot_above_on_demand, ...; ops.quarantine has the row): the price shown is the last good "
+        "one, as of last_seen_at. Null when the last run published what it read.",
+    ),
+    _c(
+        "price_held_since",
+        "TIMESTAMP WITH TIME ZONE",
+        UTC,
+        "When the first run that held this offer's newer price ran; null when nothing is held.",
+    ),
+    _c(
+        "drop_reason",
+        "VARCHAR",
+        "",
+        "Why marts.gpu_offers leaves this current offer out: absurd_price (its converted price per "
+        "GPU-hour, price_usd_per_gpu_hour, is over GPUCOST_MAX_USD_PER_GPU_HOUR); left_out otherwise.",
+    ),
     _c(
         "price_age_hours",
         "DOUBLE",
@@ -783,6 +805,8 @@ MARTS: dict[str, str] = {
     "gpu_offers": "One row per current GPU offer: price, canonical GPU and its specs, interconnect, billing.",
     "unmapped_gpus": "One row per raw GPU name among current offers that no hardware seed can map.",
     "spec_conflicts": "One row per provider GPU whose stated VRAM disagrees with the hardware seed's.",
+    "dropped_offers": "One row per current offer with a canonical GPU that gpu_offers leaves out, "
+    "with the reason.",
     "finetune_requirements": "One row per fine-tuning job × GPU count × sharding: memory per GPU, FLOPs.",
     "finetune_offers": "One row per current offer: the inputs of the fine-tuning cost model (hardware "
     "key, billing, spot interruption rate).",

@@ -20,8 +20,16 @@ from what came over the wire (`archived_responses`); both live in `warehouse.arc
    that moved by a unit factor (`unit_factors`: the offer's GPU count, x60, x730, x100 or an
    exchange rate, within `UNIT_TOLERANCE`) is held as `unit_change` whatever its size, and no
    repetition confirms it (a misread unit repeats identically every run): only `accept_changes`.
-   A marketplace segment of fewer than `market_min_hosts` hosts is held (`price_jump`) for any
-   move beyond `CONFIRM_FACTOR`: one host's listing is not yet the market's price;
+   A marketplace segment of fewer than `market_min_hosts` hosts that moves beyond
+   `CONFIRM_FACTOR` is held as `thin_market`, and no repetition confirms it (one host's listing
+   repeats identically every run, so a second run is no second witness): the move is published
+   once the segment stands on `market_min_hosts` hosts again (then the jump rule above applies),
+   or with `accept_changes`. A spot price above the on-demand price of the same instance and
+   region (`spot_above_on_demand`) is held where the provider's spot is a fixed discount of
+   on-demand (`core.providers.spot_kind = 'fixed_discount'`), and flagged in `provider_data`
+   where a market may really price spot above on-demand (AWS, GCP, bid markets).
+   While a price is held its offer shows the old price with the reason and since when
+   (`price_held_reason`, `price_held_since` in the marts) and its `last_seen_at` ages;
 4. merge into `core.offer_prices`, keyed by (provider, instance_type, region, zone, pricing_type):
    an unchanged offer only moves `last_seen_at`; a changed price or hardware closes the current
    interval and opens a new one; an offer absent from a healthy scope is closed. Offers carried
@@ -64,8 +72,11 @@ UNIT_FACTORS = (60.0, 730.0, 100.0)
 # price is a parse error (cents read as dollars, a monthly price read as hourly).
 MAX_USD_PER_GPU_HOUR = 2000.0
 
-# A marketplace segment standing on fewer host offers than this is one host's word: any move of
-# it beyond CONFIRM_FACTOR waits for the next run to confirm it (Settings.market_min_hosts).
+# A marketplace segment standing on fewer host offers than this is one host's word: a move of it
+# beyond CONFIRM_FACTOR is held as `thin_market` until the segment reaches this many hosts or
+# --accept-changes publishes it (Settings.market_min_hosts). Why repetition does not confirm it:
+# a host's listing stays up for days, so two runs an hour apart read the same one listing twice;
+# a second run witnesses the market only when more hosts stand behind the price.
 MARKET_MIN_HOSTS = 3
 # A rate further than this share from the median of its currency's rates over the last
 # FX_BAND_DAYS days is out of band (Settings.fx_band_fraction).
@@ -380,12 +391,62 @@ def _covered(fields: Mapping[str, Any], scopes: Sequence[Unchanged]) -> bool:
     return False
 
 
-def _thin(row: Mapping[str, Any], min_hosts: int) -> bool:
-    """Whether a row is a marketplace segment standing on fewer than `min_hosts` host offers."""
+def _thin(row: Mapping[str, Any], min_hosts: int) -> int | None:
+    """The host count of a marketplace segment standing on fewer than `min_hosts` host offers;
+    None for any other row."""
     if row["price_source"] != "market":
-        return False
+        return None
     hosts = json.loads(row["provider_data"] or "{}").get("host_offers")
-    return isinstance(hosts, int | float) and hosts < min_hosts
+    if isinstance(hosts, int | float) and not isinstance(hosts, bool) and hosts < min_hosts:
+        return int(hosts)
+    return None
+
+
+# Spot above on-demand. A `fixed_discount` provider (providers.csv spot_kind) publishes spot as a
+# share of its on-demand price: a spot price above it is a misread (swapped columns, wrong basis)
+# and is held. A market may really ask more: the GCP catalog in ../shared/data/raw/skypilot-format/
+# anycloud-gcp-vms-2026-05-20.csv lists A100-80GB and H200 spot up to 1.20x on-demand (24 of
+# 31,278 rows); AWS sets a Spot request's default maximum price to the On-Demand price
+# (EC2 User Guide, "Maximum price overrides": docs.amazonaws.cn/en_us/AWSEC2/latest/UserGuide/
+# ec2-fleet-price-overrides.html, read 2026-12-02)
+# but documents no cap on the Spot price itself. So market and bid spot above on-demand is
+# published, flagged `spot_above_on_demand` (the ratio) in provider_data, never held.
+def spot_caps(con: duckdb.DuckDBPyConnection, provider: str) -> bool:
+    """Whether `provider`'s spot price can never exceed its on-demand price: a `fixed_discount`
+    provider (core.providers.spot_kind) publishes spot as a share of on-demand."""
+    try:
+        rows = con.execute("select spot_kind from core.providers where provider = ?", [provider]).fetchall()
+    except duckdb.CatalogException:  # seeds not loaded (a bare warehouse): no rule to apply
+        return False
+    return bool(rows) and rows[0][0] == "fixed_discount"
+
+
+def spot_above_on_demand(
+    rows: Sequence[dict[str, Any]], current: Mapping[Key, _Current]
+) -> dict[int, tuple[float, float]]:
+    """Index in `rows` -> (spot, on-demand) USD per hour of every spot row priced above the
+    on-demand price of the same instance type and region (same zone first, else the regional
+    price); the on-demand price is this batch's, else the current one. Compared in USD: the two
+    may be published in different currencies."""
+    on_demand: dict[tuple[str, str, str | None], float] = {}
+    for key, offer in current.items():
+        if key[3] == "on_demand" and offer.price_usd_per_hour is not None:
+            on_demand[(key[0], key[1], key[2])] = offer.price_usd_per_hour
+    for row in rows:
+        if row["pricing_type"] == "on_demand":
+            on_demand[(row["instance_type"], row["region"], row["zone"])] = row["price_usd_per_hour"]
+    found: dict[int, tuple[float, float]] = {}
+    for index, row in enumerate(rows):
+        if row["pricing_type"] != "spot":
+            continue
+        base = on_demand.get((row["instance_type"], row["region"], row["zone"]))
+        if base is None:
+            base = on_demand.get((row["instance_type"], row["region"], None))
+        spot = row["price_usd_per_hour"]
+        # a cent of rounding between two published prices is no misreading
+        if base is not None and spot > base + 0.01:
+            found[index] = (spot, base)
+    return found
 
 
 def _priced_currencies(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -504,9 +565,20 @@ def load_offers(
     priced = _priced_currencies(con) | {row["currency"] for row in good}
     fx = {c: rate for c, (rate, _, _) in rates.items() if c in priced}
     loadable: list[dict[str, Any]] = []
-    for row in good:
+    above = spot_above_on_demand(good, current)
+    capped = bool(above) and spot_caps(con, provider)
+    for index, row in enumerate(good):
         if row["scope"] in held_scopes:
             continue
+        if index in above:
+            spot, base = above[index]
+            if capped and not guards.accept_changes:
+                row["_spot_above"] = (spot, base)
+                bad.append(("spot_above_on_demand", row))
+                continue
+            data = json.loads(row["provider_data"] or "{}")
+            data["spot_above_on_demand"] = round(spot / base, 4)
+            row["provider_data"] = json.dumps(data, sort_keys=True, default=str)
         key = _key(row)
         old = current.get(key)
         if old is None or guards.accept_changes:
@@ -524,8 +596,13 @@ def load_offers(
             row["_unit_factor"] = unit
             bad.append(("unit_change", row))
             continue
-        factor = CONFIRM_FACTOR if _thin(row, guards.market_min_hosts) else guards.jump_factor
-        if same and _jumped(old.price_per_hour, row["price_per_hour"], factor):
+        hosts = _thin(row, guards.market_min_hosts)
+        if same and hosts is not None and _jumped(old.price_per_hour, row["price_per_hour"], CONFIRM_FACTOR):
+            row["_old_price_per_hour"] = old.price_per_hour
+            row["_hosts"] = (hosts, guards.market_min_hosts)
+            bad.append(("thin_market", row))
+            continue
+        if same and _jumped(old.price_per_hour, row["price_per_hour"], guards.jump_factor):
             previous = confirmed.get(_key_text(provider, key))
             if previous is None or _jumped(previous, row["price_per_hour"], CONFIRM_FACTOR):
                 row["_old_price_per_hour"] = old.price_per_hour
@@ -591,7 +668,14 @@ def _quarantine(
                     "old_currency": row.pop("_old_currency"),
                     "unit_factor": row.pop("_unit_factor"),
                 }
+            if "_hosts" in row:
+                hosts, floor = row.pop("_hosts")
+                explained |= {"host_offers": hosts, "market_min_hosts": floor}
             details = json.dumps(explained)
+        elif "_spot_above" in row:
+            row = dict(row)
+            spot, base = row.pop("_spot_above")
+            details = json.dumps({"spot_usd_per_hour": spot, "on_demand_usd_per_hour": base})
         offer_key = _key_text(provider, _key(row)) if row.get("instance_type") is not None else None
         rows.append((run_id, provider, now, reason, json.dumps(row, default=str), offer_key, details))
     con.executemany("insert into ops.quarantine values (?, ?, ?, ?, ?, ?, ?)", rows)

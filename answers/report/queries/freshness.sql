@@ -14,7 +14,8 @@ last_run as (
 held_prices as (
     select run_id, provider, count(*) as held_prices
     from ops.quarantine
-    where reason = 'price_jump'
+    -- every guard that holds a moved price at its last good value (warehouse/load.py)
+    where reason in ('price_jump', 'unit_change', 'thin_market', 'spot_above_on_demand')
     group by run_id, provider
 ),
 

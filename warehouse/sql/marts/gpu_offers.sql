@@ -99,6 +99,8 @@ final as (
         offers.provider_data,
         offers.price_since,
         offers.last_seen_at,
+        offers.price_held_reason,
+        offers.price_held_since,
         coalesce(provider_health.provider_state, 'active') as provider_state,
         provider_health.provider_failing_since,
         coalesce(provider_health.provider_state = 'stale', false) as is_stale
@@ -108,7 +110,8 @@ final as (
     left join provider_health on offers.provider = provider_health.provider
     where offers.gpu_count > 0
         -- the load's absurd-price rule, on the converted USD the mart publishes: a held row whose
-        -- conversion is absurd never shows (ops.quarantine has it); getvariable: marts.py sets it
+        -- conversion is absurd never shows (the dropped_offers mart says which and why, and
+        -- `gpucost status` counts them); getvariable: marts.py sets it
         and offers.price_usd_per_hour / offers.gpu_count <= getvariable('max_usd_per_gpu_hour')
 )
 

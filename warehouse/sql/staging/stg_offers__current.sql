@@ -22,6 +22,28 @@ fx_rates as (
     from core.fx_rates
 ),
 
+-- offers whose newest price read was quarantined after the price they show was last seen: the
+-- run held it (price_jump, unit_change, thin_market, spot_above_on_demand, ...), so the price is
+-- the last good one, not today's. The reason of the newest hold and when the hold began.
+held as (
+    select
+        offers.provider,
+        offers.instance_type,
+        offers.region,
+        offers.zone,
+        offers.pricing_type,
+        arg_max(quarantine.reason, quarantine.quarantined_at) as price_held_reason,
+        min(quarantine.quarantined_at) as price_held_since
+    from offers
+    inner join ops.quarantine as quarantine
+        on quarantine.offer_key = concat_ws(
+            '|', offers.provider, offers.instance_type, offers.region, coalesce(offers.zone, ''),
+            offers.pricing_type
+        )
+        and quarantine.quarantined_at > offers.last_seen_at
+    group by all
+),
+
 final as (
     select
         offers.provider,
@@ -71,10 +93,18 @@ final as (
         offers.provider_data,
         offers.valid_from as price_since,
         offers.first_seen_at,
-        offers.last_seen_at
+        offers.last_seen_at,
+        held.price_held_reason,
+        held.price_held_since
     from offers
     left join fx_rates
         on offers.currency = fx_rates.currency and offers.fx_rate_date = fx_rates.rate_date
+    left join held
+        on offers.provider = held.provider
+        and offers.instance_type = held.instance_type
+        and offers.region = held.region
+        and offers.zone is not distinct from held.zone
+        and offers.pricing_type = held.pricing_type
     left join core.providers as providers on offers.provider = providers.provider
     left join hardware
         on offers.provider = hardware.provider
