@@ -429,7 +429,7 @@ def test_a_stopped_instance_that_still_bills_pays_for_the_idle_time() -> None:
     azure = {**H100_NODE, "provider": "azure", "instance_type": "ND96isr_H100_v5", **_facts(AZURE)}
     first, second = _rank(aws, azure, fjob=DONE_WHEN)
     assert (first["provider"], second["provider"]) == ("aws", "azure")
-    assert second["idle_usd"] == 4 * 0.5 * H100_NODE["price_usd_per_hour"] and first["idle_usd"] == 0
+    assert second["idle_usd"] == 4 * 0.5 * 55.04 and first["idle_usd"] == 0  # p5.48xlarge at $55.04/h
     # azure's unpublished facts are named, and left out of its total rather than guessed
     assert "egress" in second["bill_unknown_items"] and "egress_price_per_gb" in second["bill_missing_facts"]
     assert first["bill_unknown_items"] == "setup, checkpoint"
@@ -589,3 +589,47 @@ def test_benchmark_compares_the_two_rankings() -> None:
     assert got["mover"] == "a x (r): 1 → 3" and got["extra_max"] == pytest.approx(8.0)
     same = compare(rows.with_columns(pl.col("cost_usd").alias("total_usd")))
     assert same["rho"] == pytest.approx(1.0) and same["mover"] == "none (the top 10s rank alike)"
+
+
+_maybe_price = st.one_of(st.none(), st.just(0.0), st.floats(0.001, 0.5))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    persists=st.sampled_from([None, True, False]),
+    volume=_maybe_price,
+    egress=_maybe_price,
+    free=st.one_of(st.none(), st.floats(0, 500)),
+    ingress=_maybe_price,
+    stopped=st.sampled_from([None, True, False]),
+    boot=st.one_of(st.none(), st.floats(0, 20)),
+    internet=st.one_of(st.none(), st.floats(0.1, 100)),
+    disk=st.one_of(st.none(), st.floats(0.05, 10)),
+    runs=st.integers(1, 6),
+    idle=st.sampled_from([0.0, 0.25, 1.5]),
+    download=st.sampled_from(["merged", "adapter", "none"]),
+    every=st.sampled_from([(0.1, None), (None, 300), (2.0, None)]),
+)
+def test_the_cost_view_is_the_pure_bill_for_any_facts(
+    persists: bool | None,
+    volume: float | None,
+    egress: float | None,
+    free: float | None,
+    ingress: float | None,
+    stopped: bool | None,
+    boot: float | None,
+    internet: float | None,
+    disk: float | None,
+    runs: int,
+    idle: float,
+    download: str,
+    every: tuple[float | None, int | None],
+) -> None:
+    """Bit for bit, whatever a provider publishes or leaves empty and however the experiment runs."""
+    facts = ProviderFacts(persists, volume, egress, free, ingress, stopped, boot, internet, disk)
+    offer = {**L4_ONE, "provider": "any", **_facts(facts)}
+    spot = {**offer, "pricing_type": "spot", "is_spot": True, "price_source": "market"}
+    experiment = Experiment(None, every[0], every[1], download, runs, idle)  # type: ignore[arg-type]
+    fjob = FinetuneJob("j", "Qwen/Qwen2.5-0.5B", Job(method="lora"), 5_000_000, 1.0, experiment)
+    got = ft.cost_frame(connect(":memory:"), [fjob], MODELS, _offers(offer, spot)).to_dicts()
+    assert_same_rows(got, reference_rows([fjob], MODELS, _offers(offer, spot)))
