@@ -351,4 +351,12 @@ def on_hardware(
         mfu = model_flops_per_token(model, placed) * tokens_per_s / (row["gpus_used"] * tflops * 1e12)
     if tokens_per_s is not None and not math.isfinite(tokens_per_s):
         tokens_per_s = None
-    return StatedEstimate(gpu, hw, row, job_memory.get(variant, row["gpus_used"]), placed, tokens_per_s, mfu)
+    return StatedEstimate(
+        gpu,
+        hw,
+        row,
+        job_memory.get(variant, row["gpus_used"], row["gpus_per_node"]),
+        placed,
+        tokens_per_s,
+        mfu,
+    )

@@ -1,7 +1,8 @@
 """Predicted vs published measured peak memory per GPU.
 
-    uv run python benchmarks/memory_accuracy.py [CSV]
-    # CSV defaults to ../shared/data/measured_memory_calibration.csv
+    uv run python benchmarks/memory_accuracy.py [CSV ...]
+    # without CSV: ../shared/data/measured_memory_calibration.csv and benchmarks/data/memory_extra.csv
+    # (rows this repo transcribed itself, each with its source and a quote), scored as separate sets
 
 Each row of the CSV (model, params_b, method, precision, seq_len, micro_batch, grad_checkpointing,
 optimizer, measured_peak_gb, hardware, source) is read into a ModelSpec, a Job and a GPU count by
@@ -9,6 +10,8 @@ the generic rules in `row_to_case`, which read the row's own words (no per-row c
 the model cannot express (no sequence length, fp32 training, activation offloading, optimizer
 fused into backward, samples shorter than the stated length) is listed with the reason and left
 out of the summary. Measured values whose source says GiB are converted to GB (1e9 bytes).
+Each set is summarized per method (full / LoRA / QLoRA) and per hardware class (datacenter /
+workstation / consumer, `hardware_class`), so that no class is bought with another.
 """
 
 from __future__ import annotations
@@ -29,6 +32,11 @@ from finetune import (
 from warehouse.seed_models import load_models
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured_memory_calibration.csv"
+EXTRA_CSV = Path(__file__).resolve().parent / "data" / "memory_extra.csv"
+# GeForce cards are consumer; NVIDIA's professional RTX line (RTX A6000, RTX 6000 Ada, RTX PRO) and
+# Radeon PRO are workstation; everything else named (A100, H100, L40S, A10G, MI300X …) is datacenter.
+WORKSTATION = re.compile(r"rtx\s*(a\d|\d000|pro)|a[456]000|radeon pro|quadro", re.IGNORECASE)
+CONSUMER = re.compile(r"geforce|rtx\s*\d0\d0|gtx|radeon rx", re.IGNORECASE)
 GIB_IN_GB = 2**30 / 1e9
 
 
@@ -68,6 +76,15 @@ def resolve_model(name: str, params_b: float | None, models: dict[str, ModelSpec
     dense = [m for m in models.values() if not m.is_moe]
     nearest = min(dense, key=lambda m: abs(math.log(m.params / (params_b * 1e9))))
     return nearest, f"arch of {nearest.model_id}"
+
+
+def hardware_class(hardware: str) -> str:
+    """datacenter / workstation / consumer from a row's hardware words; unstated when none."""
+    if WORKSTATION.search(hardware):
+        return "workstation"
+    if CONSUMER.search(hardware):
+        return "consumer"
+    return "unstated" if "unstated" in hardware.lower() else "datacenter"
 
 
 def _has(text: str, *words: str) -> bool:
@@ -154,6 +171,14 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
         else ("allocated" if _has(source, "active", "allocated") else "device")
     )
     attention = "eager" if "eager" in text else "flash"
+    # bf16 modules unless the row says torch.autocast over fp32 ones (fsdp_qlora's *_autocast)
+    mixed = "autocast" if "autocast" in text and not pure else "fsdp"
+    # Qwen-1's remote code computes its loss on 16-bit logits; only autocast would upcast them, and
+    # Qwen's scripts train fp16 (Q-LoRA) and ZeRO-3 through DeepSpeed, which casts the module
+    # instead (finetune_qlora_single_gpu.sh: --fp16 True --deepspeed finetune/ds_config_zero2.json)
+    qwen1 = re.match(r"(qwen/)?qwen-\d", row["model"].lower()) is not None
+    logits_fp32 = not (qwen1 and (_has(row["precision"].lower(), "fp16") or "deepspeed" in method_raw))
+    dropout_match = re.search(r"dropout\s*=?\s*(0?\.\d+|0)\b", text)
 
     params_b = float(row["params_b"]) if row.get("params_b") else None
     try:
@@ -175,9 +200,20 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
         sharding=sharding,  # type: ignore[arg-type]
         offload=offload,
         zero3_impl=zero3_impl,  # type: ignore[arg-type]
+        mixed_precision=mixed,  # type: ignore[arg-type]
+        logits_fp32=logits_fp32,
+        lora_dropout=float(dropout_match.group(1)) if dropout_match and method != "full" else None,
     )
     return Case(
-        setup, measured, model, job, n_gpus, note=note, kind=kind, method=method, hardware=row["hardware"]
+        setup,
+        measured,
+        model,
+        job,
+        n_gpus,
+        note=note,
+        kind=kind,
+        method=method,
+        hardware=hardware_class(row["hardware"]),
     )
 
 
@@ -226,12 +262,9 @@ def _group_line(label: str, results: list[Result]) -> str:
     )
 
 
-def main(argv: list[str]) -> int:
-    csv_path = Path(argv[1]) if len(argv) > 1 else DEFAULT_CSV
-    if not csv_path.exists():
-        print(f"calibration data absent ({csv_path}); nothing to score")
-        return 0
-    results = evaluate(csv_path)
+def _print_set(title: str, results: list[Result]) -> None:
+    print(f"## {title}")
+    print()
     print("| setup | n | job | measured GB | predicted GB | error % |")
     print("|---|---|---|---|---|---|")
     for r in results:
@@ -248,6 +281,8 @@ def main(argv: list[str]) -> int:
             knobs += f" r{j.lora_rank} {j.lora_targets}"
         if j.loss != "standard":
             knobs += f" {j.loss}-ce"
+        if j.mixed_precision != "fsdp":
+            knobs += f" {j.mixed_precision}"
         knobs += f" [{c.kind}]"
         if c.note:
             knobs += f" ({c.note})"
@@ -267,12 +302,22 @@ def main(argv: list[str]) -> int:
     print("| group | cases | within ±20 % | median abs error % | median bias % |")
     print("|---|---|---|---|---|")
     print(_group_line("all", scored))
-    for key in ("method", "hardware"):
+    for key, label in (("method", "method"), ("hardware", "class")):
         groups: dict[str, list[Result]] = {}
         for r in scored:
             groups.setdefault(getattr(r.case, key), []).append(r)
         for name in sorted(groups):
-            print(_group_line(f"{key} {name}", groups[name]))
+            print(_group_line(f"{label} {name}", groups[name]))
+    print()
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a) for a in argv[1:]] or [DEFAULT_CSV, EXTRA_CSV]
+    for csv_path in paths:
+        if not csv_path.exists():
+            print(f"calibration data absent ({csv_path}); nothing to score")
+            continue
+        _print_set(str(csv_path.name), evaluate(csv_path))
     return 0
 
 

@@ -1,7 +1,8 @@
 """Predicted vs published measured fine-tuning throughput (tokens/s, all GPUs together).
 
-    uv run python benchmarks/throughput_accuracy.py [CSV]
-    # CSV defaults to ../shared/data/measured_throughput_calibration.csv
+    uv run python benchmarks/throughput_accuracy.py [CSV ...]
+    # without CSV: ../shared/data/measured_throughput_calibration.csv (skipped when absent) and
+    # benchmarks/data/throughput_extra.csv (this repo's own transcription), each scored as a set
 
 Each row states the model, method, precision, optimizer, sequence length, micro-batch,
 checkpointing, LoRA rank and targets, GPU (a gpus.csv name), GPU count, GPUs per node, the
@@ -13,7 +14,10 @@ column could not (`HARDWARE_AS_STATED`), and, for padded batches, the padded len
 stated mean and maximum sample length (`padded_batch_length`); LoRA on q and v only where the
 notes say so. Rows marked score=no are listed with their exclusion reason and left out of the
 summary. The summary gives the share within ±35 %, median |error| and median bias, overall, by
-method and by GPU.
+method, by hardware class (datacenter / workstation / consumer, `hardware_class`) and by GPU.
+The kernel stack is read from the framework: Unsloth and Liger Kernel runs are `kernels=fused`,
+everything else the plain stack. Only the Job fields the installed model knows are set, so the
+same script scores an older checkout of the model too (before / after runs).
 """
 
 from __future__ import annotations
@@ -24,17 +28,21 @@ import re
 import statistics
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from benchmarks.memory_accuracy import resolve_model
 from finetune import Accelerator, Job, ModelSpec, estimate_time
 from finetune.job import padded_batch_length
-from finetune.offer import has_p2p
+from finetune.offer import PCIE_X16_GBYTES_PER_S, has_p2p
 from warehouse.seed_models import SEEDS_DIR, load_models
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured_throughput_calibration.csv"
+EXTRA_CSV = Path(__file__).resolve().parent / "data" / "throughput_extra.csv"
 TOLERANCE_PCT = 35.0
+# Frameworks that run fused Triton kernels (FlashAttention-2, fused RMSNorm / RoPE / SwiGLU / LoRA
+# / linear cross-entropy): Unsloth, and any stack that names Liger Kernel.
+FUSED_KERNEL_STACKS = ("unsloth", "liger")
 # Stacks whose AdamW runs as one fused kernel: torchtune's recipe configs set `fused: True` on
 # torch.optim.AdamW (its 70B offload row says "CPU offload with fused optimizer"); torchtitan's
 # `optimizer.implementation` defaults to "fused". Everything else gets torch's default, foreach.
@@ -58,6 +66,7 @@ class Case:
     measured_tokens_per_s: float
     method: str = ""
     gpu_name: str = ""
+    hardware_class: str = ""
     model: ModelSpec | None = None
     job: Job | None = None
     gpu: Accelerator | None = None
@@ -73,8 +82,25 @@ def load_gpus(path: Path | None = None) -> dict[str, dict[str, str]]:
         return {row["gpu_name"]: row for row in csv.DictReader(f)}
 
 
+def hardware_class(spec: dict[str, str] | None) -> str:
+    """consumer: GeForce cards; workstation: the professional RTX / Quadro boards; datacenter: the
+    rest (A100, H100, L40S, MI300X …), from gpus.csv's `model` column."""
+    model = (spec or {}).get("model", "")
+    if model.startswith("GeForce"):
+        return "consumer"
+    if model.startswith(("RTX", "Quadro")):
+        return "workstation"
+    return "datacenter"
+
+
+def _job(**knobs: object) -> Job:
+    """A Job from the knobs this checkout's Job has (an older model lacks the newer ones)."""
+    known = {f.name for f in fields(Job)}
+    return Job(**{k: v for k, v in knobs.items() if k in known})  # type: ignore[arg-type]
+
+
 def _float(cell: str | None) -> float | None:
-    return float(cell) if cell not in (None, "") else None
+    return float(cell) if cell else None
 
 
 def ran_compiled(row: dict[str, str]) -> bool:
@@ -82,7 +108,9 @@ def ran_compiled(row: dict[str, str]) -> bool:
     mark compiled rows ("compile on", "Uses torch compile" on the row's footnote); "no compile"
     says the opposite; a source that does not say ran eager (PyTorch's default)."""
     said = f"{row['framework']} {row['quote']}".lower()
-    return "no compile" not in said and "compile" in said
+    # a results file's own `"compile": false` ("compile false" once transcribed) says eager too
+    off = re.search(r"no compile|compile\W*false", said)
+    return off is None and "compile" in said
 
 
 def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[str, dict[str, str]]) -> Case:
@@ -93,10 +121,17 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         f"{row['gpus']}× {gpu_name} {row['sharding']}"
     )
     measured = float(row["tokens_per_s"])
-    base = Case(row["id"], setup, measured, method=row["method"], gpu_name=gpu_name)
+    spec = gpus.get(gpu_name)
+    base = Case(
+        row["id"],
+        setup,
+        measured,
+        method=row["method"],
+        gpu_name=gpu_name,
+        hardware_class=hardware_class(spec),
+    )
     if row["score"].strip().lower() == "no":
         return Case(**{**base.__dict__, "skip_reason": row["exclusion_reason"] or "score=no"})
-    spec = gpus.get(gpu_name)
     if spec is None or not spec.get("bf16_tflops"):
         return Case(**{**base.__dict__, "skip_reason": f"no dense bf16 TFLOPS for {gpu_name} in gpus.csv"})
     try:
@@ -116,10 +151,10 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         padded_len = padded_batch_length(seq_len, int(padded.group(1)), micro_batch)
         padding_efficiency = seq_len / padded_len
         seq_len = round(padded_len)
-    job = Job(
-        method=row["method"],  # type: ignore[arg-type]
-        precision=row["precision"],  # type: ignore[arg-type]
-        optimizer=optimizer,  # type: ignore[arg-type]
+    job = _job(
+        method=row["method"],
+        precision=row["precision"],
+        optimizer=optimizer,
         seq_len=seq_len,
         micro_batch=micro_batch,
         padding_efficiency=min(1.0, padding_efficiency),
@@ -128,15 +163,18 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         checkpoint_policy="selective" if gc == "selective" else "full",
         optimizer_impl="fused" if framework.startswith(FUSED_OPTIMIZER_STACKS) else "foreach",
         lora_rank=int(row["lora_rank"] or 16),
-        lora_targets=(  # type: ignore[arg-type]
+        lora_targets=(
             "qv"
             if row["lora_targets"] == "attention" and QV_ONLY.search(row["notes"])
             else (row["lora_targets"] or "all-linear")
         ),
-        loss=loss,  # type: ignore[arg-type]
-        sharding=row["sharding"] or "none",  # type: ignore[arg-type]
+        loss=loss,
+        sharding=row["sharding"] or "none",
         offload=row["offload"].strip().lower() == "yes",
         compiled=ran_compiled(row),
+        kernels="fused" if any(k in framework for k in FUSED_KERNEL_STACKS) else "plain",
+        # a GPTQ-int4 base is named in the framework or notes ("GPTQ", "Int4 GPTQ checkpoint")
+        quant="gptq" if "gptq" in f"{framework} {row['notes']}".lower() else "nf4-dq",
     )
     gpu = Accelerator(
         tflops=float(spec["bf16_tflops"]),
@@ -150,6 +188,9 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
     nvlink = _float(spec.get("nvlink_gbps")) or 0.0
     # seeds state NVLink bidirectionally (GB/s); a ring sees one direction; ×8 for Gb/s
     intra = nvlink / 2 * 8 if link == "nvlink" and nvlink else None
+    if link == "pcie":
+        # GPUs with P2P talk over their PCIe x16 link (GeForce stage through the host instead)
+        intra = PCIE_X16_GBYTES_PER_S.get(gpu.pcie_gen or 4, PCIE_X16_GBYTES_PER_S[4]) * 8
     return Case(
         **{
             **base.__dict__,
@@ -228,12 +269,9 @@ def _summary_line(label: str, results: list[Result]) -> str:
     )
 
 
-def main(argv: list[str]) -> int:
-    csv_path = Path(argv[1]) if len(argv) > 1 else DEFAULT_CSV
-    if not csv_path.exists():
-        print(f"calibration data absent ({csv_path}); nothing to score")
-        return 0
-    results = evaluate(csv_path)
+def report(label: str, results: list[Result]) -> None:
+    """Print one set's per-row table and its summary by method, hardware class and GPU."""
+    print(f"## {label}\n")
     print("| id | setup | measured tok/s | predicted tok/s | error % |")
     print("|---|---|---|---|---|")
     for r in results:
@@ -252,14 +290,23 @@ def main(argv: list[str]) -> int:
     print(f"| group | cases | within ±{TOLERANCE_PCT:.0f} % | median abs error % | median bias % |")
     print("|---|---|---|---|---|")
     print(_summary_line("all", scored))
-    for key in ("method", "gpu_name"):
+    for key, prefix in (("method", "method"), ("hardware_class", "class"), ("gpu_name", "gpu")):
         groups: dict[str, list[Result]] = defaultdict(list)
         for r in scored:
             groups[getattr(r.case, key)].append(r)
         for name in sorted(groups):
-            print(_summary_line(f"{key.removesuffix('_name')} {name}", groups[name]))
+            print(_summary_line(f"{prefix} {name}", groups[name]))
     excluded = len(results) - len(scored)
-    print(f"\n{len(scored)} scored, {excluded} excluded (score=no or not expressible)")
+    print(f"\n{len(scored)} scored, {excluded} excluded (score=no or not expressible)\n")
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a) for a in argv[1:]] or [DEFAULT_CSV, EXTRA_CSV]
+    for csv_path in paths:
+        if not csv_path.exists():
+            print(f"calibration data absent ({csv_path}); nothing to score\n")
+            continue
+        report(str(csv_path.name), evaluate(csv_path))
     return 0
 
 

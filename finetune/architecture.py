@@ -36,6 +36,28 @@ PLAIN_MLP_MODEL_TYPES: frozenset[str] = frozenset(
         "biogpt",  # BioGPT (fc1, fc2 in BioGptDecoderLayer)
     }
 )
+# model_type → nn.LayerNorm (F.layer_norm, one native kernel that keeps its input and per-token
+# mean/rstd) instead of the RMSNorm Llama-style code writes in torch ops with an fp32 upcast. The
+# same families as the plain MLPs above, from their transformers modeling files (MPT's
+# LPLayerNorm calls F.layer_norm too).
+LAYER_NORM_MODEL_TYPES: frozenset[str] = PLAIN_MLP_MODEL_TYPES
+# model_type → parallel block: one norm feeds attention and the MLP side by side
+# (PhiDecoderLayer: input_layernorm only; GPTJBlock: ln_1 only; CodeGenBlock: ln_1 only). Falcon
+# is parallel with one norm when its config says parallel_attn and not new_decoder_architecture.
+PARALLEL_BLOCK_MODEL_TYPES: frozenset[str] = frozenset({"phi", "gptj", "codegen"})
+# hidden_act values transformers implements as the tanh-approximated GELU written in torch ops
+# (activations.py: NewGELUActivation for "gelu_new", FastGELUActivation for "gelu_fast", both
+# 0.5·x·(1 + tanh(…))): autograd keeps the tanh output, 0.5·x and 1 + tanh, three I-sized
+# tensors a fused activation (nn.GELU, F.silu) does not keep.
+TANH_GELU_OPS_ACTIVATIONS: frozenset[str] = frozenset({"gelu_new", "gelu_fast"})
+# Seeded models of those families (the seed has no architecture-kind columns): id → (layer norm,
+# parallel block, tanh-GELU ops), from each config.json (phi: model_type "phi", hidden_act
+# "gelu_new"; falcon-7b: "parallel_attn": true, "new_decoder_architecture": false, nn.GELU).
+SEEDED_BLOCK_KINDS: dict[str, tuple[bool, bool, bool]] = {
+    "microsoft/phi-1_5": (True, True, True),
+    "microsoft/phi-2": (True, True, True),
+    "tiiuae/falcon-7b": (True, True, False),
+}
 # Configs state the intermediate size under different keys; Qwen 1 counts both SwiGLU branches.
 INTERMEDIATE_KEYS = ("moe_intermediate_size", "intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
 # Absurd sizes are refused with one line rather than priced: 10 T parameters is ~5× the largest
@@ -66,6 +88,13 @@ class ModelSpec:
     attn_logit_softcapping: bool = False
     # Gemma 2 also soft-caps the final logits (tanh): one more fp32 b·s·V copy kept for backward
     final_logit_softcapping: bool = False
+    # --- modelmem (issue 23): block kinds that change the saved activations ---
+    # nn.LayerNorm (bf16 in, bf16 out) instead of an RMSNorm upcast to fp32 in torch ops
+    layer_norm: bool = False
+    # one norm per layer feeding attention and MLP in parallel (Phi, GPT-J, CodeGen, Falcon-7B)
+    parallel_block: bool = False
+    # the MLP's GELU is the tanh approximation written in torch ops (gelu_new)
+    tanh_gelu_ops: bool = False
 
     def __post_init__(self) -> None:
         for name in (
@@ -180,7 +209,29 @@ def model_from_seed_row(row: Mapping[str, str]) -> ModelSpec:
         # the seed has no soft-capping column; Gemma 2 is the one seeded family that soft-caps
         attn_logit_softcapping=_is_gemma2(row["model_id"]),
         final_logit_softcapping=_is_gemma2(row["model_id"]),
+        **_seeded_block_kind(row["model_id"]),
     )
+
+
+def _seeded_block_kind(model_id: str) -> dict[str, bool]:
+    layer_norm, parallel, tanh_gelu = SEEDED_BLOCK_KINDS.get(model_id.lower(), (False, False, False))
+    return {"layer_norm": layer_norm, "parallel_block": parallel, "tanh_gelu_ops": tanh_gelu}
+
+
+def block_kind(config: Mapping[str, object]) -> dict[str, bool]:
+    """layer_norm / parallel_block / tanh_gelu_ops of a config.json (see the tables above)."""
+    model_type = str(config.get("model_type", "")).lower()
+    parallel = model_type in PARALLEL_BLOCK_MODEL_TYPES or (
+        model_type == "falcon"
+        and bool(config.get("parallel_attn", True))
+        and not config.get("new_decoder_architecture")
+    )
+    act = str(config.get("hidden_act") or config.get("activation_function") or "").lower()
+    return {
+        "layer_norm": model_type in LAYER_NORM_MODEL_TYPES,
+        "parallel_block": parallel,
+        "tanh_gelu_ops": act in TANH_GELU_OPS_ACTIVATIONS,
+    }
 
 
 def _count(value: object) -> int | None:
@@ -305,6 +356,7 @@ def model_from_hf_config(config: Mapping[str, object], model_id: str) -> ModelSp
         gated_mlp=is_gated_mlp(config),
         attn_logit_softcapping=bool(config.get("attn_logit_softcapping")),
         final_logit_softcapping=bool(config.get("final_logit_softcapping")),
+        **block_kind(config),
     )
     stated = _first(config, "num_parameters", "n_params")
     if stated:

@@ -10,8 +10,17 @@ from typing import Literal, TypeVar, get_args
 Method = Literal["full", "lora", "qlora"]
 Precision = Literal["bf16-mixed", "bf16-pure"]
 Optimizer = Literal["adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"]
-Sharding = Literal["none", "zero2", "zero3"]
+# hybrid: HSDP (torch FSDP ShardingStrategy.HYBRID_SHARD): ZeRO-3 inside each node, replicas
+# across nodes, so only the gradient all-reduce of each GPU's shard crosses the network.
+Sharding = Literal["none", "zero2", "zero3", "hybrid"]
 Attention = Literal["flash", "eager"]
+# --- modeltime (issue 23): the kernel stack a job runs on.
+# plain: what transformers + PEFT run unless asked otherwise: attention through SDPA
+# (attn_implementation defaults to "sdpa"), HF's eager RMSNorm / rotary / SwiGLU / PEFT LoRA ops
+# and the fp32 cross-entropy. fused: FlashAttention-2 and fused RMSNorm, RoPE, SwiGLU, LoRA and
+# linear-cross-entropy kernels (Liger Kernel's apply_liger_kernel_to_*, Unsloth); both are opt-in
+# (TRL `use_liger_kernel=True`, `attn_implementation="flash_attention_2"`).
+Kernels = Literal["plain", "fused"]
 # qv: q_proj and v_proj (PEFT's default target_modules for Llama-style models, torchtune's
 # single-device LoRA recipes); attention: q, k, v, o; all-linear: attention and MLP.
 LoraTargets = Literal["qv", "attention", "all-linear"]
@@ -45,6 +54,14 @@ Zero3Impl = Literal["fsdp", "deepspeed"]
 # ModulesToSaveWrapper.update). off: adapters only; head: modules_to_save=["lm_head"];
 # embed+head: ["embed_tokens", "lm_head"] (Qwen's finetune.py "LoRA (emb)" for new tokens).
 TrainEmbeddings = Literal["off", "head", "embed+head"]
+# How bf16-mixed gets its bf16 (modelmem, issue 23). fsdp: the modules hold bf16 parameters and an
+# fp32 master copy lives in the optimizer (FSDP MixedPrecision(param_dtype=bf16), DeepSpeed bf16,
+# HF/axolotl/LLaMA-Factory loading with torch_dtype=bfloat16): every activation is bf16. autocast:
+# the modules stay fp32 and torch.autocast casts each matmul's operands to bf16 ("CUDA Ops that
+# can autocast to float16/bfloat16": matmul, linear…; other ops run in the widest input type, torch
+# docs "Automatic Mixed Precision package - torch.amp"), so the residual stream, the norm outputs
+# and the checkpointed layer inputs stay fp32 (4 B per element instead of 2).
+MixedPrecision = Literal["fsdp", "autocast"]
 
 # LoRA dropout by recipe when the job does not say: PEFT's LoraConfig and torchtune default to 0
 # (nn.Identity, no copy); the QLoRA reference scripts (artidoro/qlora scripts/finetune_guanaco_7b.sh)
@@ -106,10 +123,28 @@ class Job:
     # is then the expected padded length of a micro-batch, which sets the time (see
     # `padded_batch_length`). None: packed data, every micro-batch is `seq_len` long.
     peak_seq_len: int | None = None
+    # --- modelmem (issue 23): memory-model knobs ---
+    # see MixedPrecision; only bf16-mixed has fp32 anywhere to autocast from
+    mixed_precision: MixedPrecision = "fsdp"
+    # QLoRA quantizes the output head too (frameworks that convert every nn.Linear, lm_head
+    # included, e.g. bitsandbytes with llm_int8_skip_modules=[]); transformers' default keeps it bf16
+    quantize_head: bool = False
+    # LoRA adapters on the output head (PEFT target_modules including "lm_head"): r·(h + V) trained
+    lora_head: bool = False
+    # The standard loss sees fp32 logits: transformers' causal-LM loss upcasts them
+    # (`logits.float()`), and autocast runs log_softmax / cross-entropy in fp32 anyway. False: a
+    # model's own loss on 16-bit logits with no autocast around it, e.g. Qwen-1's remote code
+    # (QWenLMHeadModel.forward calls CrossEntropyLoss on the lm_head output) under DeepSpeed's
+    # fp16/bf16 engine, which casts the module instead of autocasting.
+    logits_fp32: bool = True
+    # --- modeltime (issue 23) ---
+    kernels: Kernels = "plain"
 
     def __post_init__(self) -> None:
         if min(self.seq_len, self.micro_batch, self.lora_rank, self.grad_accumulation) < 1:
             raise ValueError(f"seq_len, micro_batch, lora_rank and grad_accumulation must be ≥ 1: {self}")
+        if self.offload and self.sharding == "hybrid":
+            raise ValueError("offload is modelled for zero2 / zero3 only; use sharding='zero3' with offload")
         if self.offload and self.sharding == "none":
             raise ValueError("offload needs sharding='zero2' or 'zero3' (DeepSpeed/FSDP CPU offload)")
         if self.lora_dropout is not None and not (0.0 <= self.lora_dropout < 1.0):
@@ -127,6 +162,23 @@ class Job:
             raise ValueError(
                 "full fine-tuning already trains the embedding and the head; train_embeddings "
                 "(PEFT modules_to_save) applies to lora and qlora"
+            )
+        self._check_memory_knobs()
+
+    def _check_memory_knobs(self) -> None:
+        if self.mixed_precision == "autocast" and self.precision != "bf16-mixed":
+            raise ValueError(
+                "mixed_precision='autocast' keeps fp32 modules under torch.autocast: it needs "
+                "precision='bf16-mixed' (bf16-pure has no fp32 copy to autocast from)"
+            )
+        if self.quantize_head and self.method != "qlora":
+            raise ValueError("quantize_head quantizes the output head of a QLoRA base: use method='qlora'")
+        if self.lora_head and self.method == "full":
+            raise ValueError("lora_head puts LoRA adapters on the output head: use method='lora' or 'qlora'")
+        if self.lora_head and self.train_embeddings != "off":
+            raise ValueError(
+                "lora_head and train_embeddings both claim the output head (PEFT cannot wrap one module "
+                "in LoRA and modules_to_save): choose one"
             )
 
     @property

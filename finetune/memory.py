@@ -37,7 +37,7 @@ from finetune.architecture import (
     layer_params,
     linear_params,
 )
-from finetune.job import Job, Optimizer, Precision, Sharding, require_data_parallel
+from finetune.job import Job, MixedPrecision, Optimizer, Precision, Sharding, require_data_parallel
 
 GB = 1e9
 
@@ -63,8 +63,16 @@ NF4_DQ_BYTES_PER_PARAM = QUANT_BYTES_PER_PARAM["nf4-dq"]
 # * fused (Liger, Cut-Cross-Entropy, Unsloth): logits are computed blockwise and never stored;
 #   what remains is one block, negligible.
 LOGITS_BYTES_PER_ELEMENT: dict[str, float] = {"standard": 12.0, "chunked": 2.0 + 8.0 / 8, "fused": 0.0}
+# The standard loss on 16-bit logits (Job.logits_fp32 False): the logits (2), the 16-bit working
+# copy the loss keeps (the shifted .contiguous() / log_softmax output, 2), its gradient (2) and the
+# gradient into the head (2): each fp32 tensor of the 12 above becomes a 16-bit one.
+LOGITS_16BIT_BYTES_PER_ELEMENT = 8.0
 # Gemma 2's final soft-capping (tanh(x/30)·30) keeps one more fp32 copy of the logits for backward.
 SOFTCAP_LOGITS_BYTES_PER_ELEMENT = 4.0
+# LoRA on the head (peft/tuners/lora/layer.py Linear.forward: result = base_layer(x), then
+# result = result + lora_B(lora_A(dropout(x))) * scaling): the bf16 lora_B output is a second
+# b·s·V tensor next to the base logits at the end of the forward.
+LORA_HEAD_LOGITS_BYTES_PER_ELEMENT = 2.0
 # CUDA context + cuBLAS/cuDNN workspaces: gpu_poor assumes 650 MB, its README 0.5–1 GB.
 CUDA_CONTEXT_GB = 0.5
 # Caching-allocator fragmentation on the tensors that come and go each step (activations, logits):
@@ -113,6 +121,13 @@ DS_STORAGE_ELEMENT_BYTES = 2.0
 # a tied lm_head in modules_to_save, and warns, then treats as separate, when both are listed
 # (PEFT docs, developer_guides/lora.md "Weight tying"); the shared original stays frozen.
 EMBEDDING_COPIES: dict[str, int] = {"off": 0, "head": 1, "embed+head": 2}
+# GPTQ act-order index: one int32 group index per input row of every quantized linear (`g_idx`,
+# AutoGPTQ QuantLinear.__init__: torch.tensor([i // group_size for i in range(infeatures)],
+# dtype=torch.int32)).
+GPTQ_G_IDX_BYTES = 4.0
+# Bytes of one fp32 element: the modules under autocast, and the fp32 activations it leaves.
+FP32_BYTES = 4.0
+BF16_BYTES = 2.0
 
 
 @dataclass(frozen=True)
@@ -176,10 +191,12 @@ def _lora_params_per_layer(m: ModelSpec, rank: int, targets: str) -> int:
 
 
 def adapter_params(model: ModelSpec, job: Job) -> int:
-    """The LoRA A/B matrices of a LoRA or QLoRA job (0 for full fine-tuning)."""
+    """The LoRA A/B matrices of a LoRA or QLoRA job (0 for full fine-tuning), with the head's
+    own pair (r·(h + V)) under `lora_head`."""
     if job.method == "full":
         return 0
-    return model.layers * _lora_params_per_layer(model, job.lora_rank, job.lora_targets)
+    head = job.lora_rank * (model.hidden_size + model.vocab_size) if job.lora_head else 0
+    return model.layers * _lora_params_per_layer(model, job.lora_rank, job.lora_targets) + head
 
 
 def embedding_copy_params(model: ModelSpec, job: Job) -> int:
@@ -223,7 +240,9 @@ class StateBytes:
         return self.weights + self.gradients + self.optimizer
 
 
-def bytes_per_param(precision: Precision, optimizer: Optimizer) -> tuple[float, float, float]:
+def bytes_per_param(
+    precision: Precision, optimizer: Optimizer, mixed_precision: MixedPrecision = "fsdp"
+) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes per trained parameter, unsharded.
 
     bf16-mixed (DeepSpeed's accounting, stage_1_and_2.py: "2 = params_16bit, 18 = 2_grads_16bit +
@@ -233,8 +252,13 @@ def bytes_per_param(precision: Precision, optimizer: Optimizer) -> tuple[float, 
     bf16-pure (LLaMA-Factory pure_bf16, torchtune, litgpt bf16-true): 2 | 2 | m,v in bf16 = 8 B/param
     with AdamW (LLaMA-Factory `8x`). 8-bit AdamW (bitsandbytes) keeps m,v in 1 byte each; paged
     variants have the same steady state and only spill to CPU under pressure (QLoRA paper).
+    Autocast over fp32 modules (mixed_precision="autocast"): the fp32 parameter is the master,
+    its gradient is fp32, the optimizer keeps m, v only: 4 | 4 | 8 = 16 B/param (torch.amp); the
+    bf16 casts of the weights are a step transient (`autocast_cast_bytes`).
     """
     states = OPTIMIZER_STATE_BYTES[optimizer]
+    if precision == "bf16-mixed" and mixed_precision == "autocast":
+        return FP32_BYTES, FP32_BYTES, states
     if precision == "bf16-mixed":
         return 2.0, 4.0, 4.0 + states
     # torch AdamW keeps m, v in the parameter dtype (bf16); bitsandbytes' 32-bit paged AdamW
@@ -251,6 +275,7 @@ def model_states_bytes(
     n_gpus: int,
     offload: bool,
     gathered_weights: float | None = None,
+    mixed_precision: MixedPrecision = "fsdp",
 ) -> StateBytes:
     """Per-GPU weight/gradient/optimizer bytes for fully trained parameters under ZeRO stages.
 
@@ -260,8 +285,10 @@ def model_states_bytes(
     `gathered_weights` replaces the estimator's gathered bf16 weights (2·largest_layer) with a
     framework's own live set; the bf16 gradient of the unit being reduced stays.
     No sharding (DDP) replicates everything: 18Ψ for bf16-mixed AdamW.
+    Under autocast the gathered unit and its gradient are fp32 (FSDP MixedPrecision off).
     """
-    w, g, o = bytes_per_param(precision, optimizer)
+    w, g, o = bytes_per_param(precision, optimizer, mixed_precision)
+    autocast = precision == "bf16-mixed" and mixed_precision == "autocast"
     n = max(1, n_gpus)
     if sharding == "none":
         return StateBytes(w * params, g * params, o * params)
@@ -269,9 +296,9 @@ def model_states_bytes(
         if offload:
             return StateBytes(w * params, 0.0, 0.0)
         # the 16-bit gradient partition DeepSpeed keeps next to the fp32 one (the "2_grads_16bit")
-        g_zero2 = g + (2.0 if precision == "bf16-mixed" else 0.0)
+        g_zero2 = g + (2.0 if precision == "bf16-mixed" and not autocast else 0.0)
         return StateBytes(w * params, g_zero2 * params / n, o * params / n)
-    gathered = 2.0 * largest_layer
+    gathered = (FP32_BYTES if autocast else BF16_BYTES) * largest_layer
     live = gathered if gathered_weights is None else gathered_weights
     if offload:
         return StateBytes(live, gathered, 0.0)
@@ -282,32 +309,64 @@ def quantized_bytes_per_param(job: Job) -> float:
     return QUANT_BYTES_PER_PARAM[job.quant]
 
 
+def _module_bytes(job: Job) -> float:
+    """Bytes per element of an unquantized module parameter: fp32 under autocast, else bf16."""
+    return FP32_BYTES if job.mixed_precision == "autocast" else BF16_BYTES
+
+
 def _unquantized_bytes_per_param(job: Job) -> float:
-    """Embeddings, head and norms of a frozen base: bf16, or fp32 after k-bit preparation."""
-    return 4.0 if job.method == "qlora" and job.kbit_upcast else 2.0
+    """Embeddings, head and norms of a frozen base: bf16, or fp32 after k-bit preparation or
+    under autocast (fp32 modules)."""
+    if job.method == "qlora" and job.kbit_upcast:
+        return FP32_BYTES
+    return _module_bytes(job)
 
 
 def _frozen_weight_bytes(model: ModelSpec, job: Job) -> float:
     """Bytes of the frozen base model under LoRA (bf16) or QLoRA (quantized linears, rest bf16)."""
     if job.method == "lora":
-        return 2.0 * model.params
-    quantized = linear_params(model)
-    # bitsandbytes / GPTQ kernels dequantize one linear at a time to bf16 for the matmul
-    dequant_buffer = 2.0 * model.hidden_size * model.intermediate_size
+        return _module_bytes(job) * model.params
+    quantized = quantized_params(model, job)
+    # bitsandbytes / GPTQ kernels dequantize one linear at a time to bf16 for the matmul; a
+    # quantized head is the largest of them (V×h)
+    largest = max(model.vocab_size, model.intermediate_size) if job.quantize_head else model.intermediate_size
+    dequant_buffer = 2.0 * model.hidden_size * largest
     rest = _unquantized_bytes_per_param(job) * (model.params - quantized)
-    return quantized_bytes_per_param(job) * quantized + rest + dequant_buffer
+    if job.quantize_head and model.tied_embeddings:
+        # a tied head quantized apart from the embedding: the bf16 embedding stays for the lookup
+        rest += _unquantized_bytes_per_param(job) * model.vocab_size * model.hidden_size
+    g_idx = GPTQ_G_IDX_BYTES * _quantized_input_rows(model, job) if job.quant == "gptq" else 0.0
+    return quantized_bytes_per_param(job) * quantized + rest + dequant_buffer + g_idx
+
+
+def quantized_params(model: ModelSpec, job: Job) -> int:
+    """Parameters QLoRA stores quantized: the decoder's linears, plus the head with quantize_head."""
+    head = model.vocab_size * model.hidden_size if job.quantize_head else 0
+    return linear_params(model) + head
+
+
+def _quantized_input_rows(model: ModelSpec, job: Job) -> int:
+    """Sum of d_in over every quantized linear (GPTQ keeps one g_idx entry per input row)."""
+    h, inter = model.hidden_size, model.intermediate_size
+    q_out = model.attention_heads * model.head_dim_
+    experts = model.num_experts if model.is_moe and model.num_experts else 1
+    mlp = (2 * h if model.gated_mlp else h) + inter
+    per_layer = 3 * h + q_out + experts * mlp
+    return model.layers * per_layer + (h if job.quantize_head else 0)
 
 
 def _decoder_unit_frozen_bytes(model: ModelSpec, job: Job) -> float:
     """One decoder layer of a frozen base in its storage dtype (quantized linears under QLoRA)."""
     linears = _attention_params_per_layer(model) + _mlp_params_per_layer(model)
-    per_linear = quantized_bytes_per_param(job) if job.method == "qlora" else 2.0
+    per_linear = quantized_bytes_per_param(job) if job.method == "qlora" else _module_bytes(job)
     return per_linear * linears + _unquantized_bytes_per_param(job) * 2 * model.hidden_size
 
 
 def _root_unit_frozen_bytes(model: ModelSpec, job: Job) -> float:
     """The FSDP root unit: embedding and (untied) head, gathered for the whole step."""
     vh = model.vocab_size * model.hidden_size
+    if job.quantize_head:  # the embedding stays unquantized, the head is stored like the linears
+        return (_unquantized_bytes_per_param(job) + quantized_bytes_per_param(job)) * vh
     return _unquantized_bytes_per_param(job) * vh * (1 if model.tied_embeddings else 2)
 
 
@@ -345,7 +404,7 @@ def _copy_bytes_per_param(job: Job) -> tuple[float, float, float]:
     Qwen's "LoRA (emb)" row fits this: 6.7 → 13.7 GB for two V×h copies of Qwen-1.8B (623M
     parameters, bf16 weights, AdamW) = 8 B per parameter + the 2 B sqrt(v) of the foreach step.
     """
-    w = 2.0 if not (job.method == "qlora" and job.kbit_upcast) else 4.0
+    w = _unquantized_bytes_per_param(job)
     states = OPTIMIZER_STATE_BYTES[job.optimizer]
     return w, w, (w * 2 if job.optimizer == "adamw" else states)
 
@@ -372,6 +431,7 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
             n_gpus,
             job.offload,
             gathered_weights=live,
+            mixed_precision=job.mixed_precision,
         )
     frozen = _frozen_weight_bytes(model, job)
     copies = embedding_copy_params(model, job)
@@ -381,7 +441,7 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
     if job.sharding == "zero3":
         if deepspeed:
             rest = _unquantized_bytes_per_param(job)
-            per_linear = quantized_bytes_per_param(job) if job.method == "qlora" else 2.0
+            per_linear = quantized_bytes_per_param(job) if job.method == "qlora" else _module_bytes(job)
             largest = _largest_param_bytes(model, per_linear, rest)
             gathered = deepspeed_live_bytes(weights, largest, rest * _persisted_params(model))
         else:
@@ -437,14 +497,15 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
     gradient), so LoRA saves less than full fine-tuning; a LoRA-adapted linear saves it again
     (lora_A needs it). Terms, in bytes per token:
     * RMSNorm ×2: HF upcasts to fp32 and keeps it (4h), plus the bf16 normed input if the norm
-      weight trains (2h);
-    * q/k/v input (2h), gate/up input (2h), down input (2I): when that linear trains, is adapted,
-      or is a bitsandbytes 4-bit linear (QLoRA);
+      weight trains (2h); nn.LayerNorm (Phi, Falcon, GPT-J …) keeps its bf16 input only (2h);
+      a parallel block (Phi, GPT-J, CodeGen, Falcon-7B) has one norm, not two;
+    * q/k/v input (2h), gate/up input (2h, shared with q/k/v in a parallel block), down input
+      (2I): when that linear trains, is adapted, or is a bitsandbytes 4-bit linear (QLoRA);
     * FlashAttention: q and out (2·a·d each), k and v (2·kv·d each), log-sum-exp (negligible);
       eager attention instead keeps q, k, v repeated to all heads and the fp32 + bf16 softmax
       (6·a·s, Korthikanti's 5·a·s²·b per sequence with an fp32 softmax);
-    * gated MLP: gate output, activation output and up output (6I); plain MLP: fc1 output and
-      activation output (4I);
+    * gated MLP: gate output, activation output and up output (6I); plain MLP: fc1 output (2I),
+      plus 6I for a GELU written in torch ops (gelu_new); the activation output is fc2's input;
     * LoRA dropout > 0: PEFT applies nn.Dropout to each adapter's input: a bf16 copy and a 1-byte
       mask per element of every adapted linear's input (3·d_in);
     * MoE: the above for each of the k routed experts plus the dispatched token copy (2h·k).
@@ -453,10 +514,22 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
     q_out, kv_out = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
     full = job.method == "full"
     # bitsandbytes' MatMul4Bit saves its input whenever that input needs a gradient
-    # (`ctx.tensors = (A, B)`), so QLoRA keeps every linear input like full fine-tuning does
-    saves_inputs = full or job.method == "qlora"
+    # (`ctx.tensors = (A, B)`), so NF4 QLoRA keeps every linear input like full fine-tuning does.
+    # GPTQ's training path (AutoGPTQ QuantLinear, exllama off) dequantizes the weight and calls
+    # torch.matmul(x, weight): autograd keeps the dequantized weight, not x, because only x needs
+    # a gradient (`gptq_saved_weight_bytes`)
+    saves_inputs = full or (job.method == "qlora" and job.quant != "gptq")
     adapted_mlp = saves_inputs or job.lora_targets == "all-linear"
-    norms = 2 * (4 * h + (2 * h if full else 0))
+    autocast = job.mixed_precision == "autocast"
+    n_norms = 1 if model.parallel_block else 2
+    if model.layer_norm:
+        # F.layer_norm keeps its input (bf16; fp32 under autocast, which runs layer_norm in fp32)
+        # and a per-token mean/rstd; its weight gradient needs nothing more
+        norms = n_norms * (FP32_BYTES if autocast else BF16_BYTES) * h
+    else:
+        # the normed output kept for a trained norm weight's gradient: fp32 under autocast
+        normed = FP32_BYTES * h if autocast else BF16_BYTES * h
+        norms = n_norms * (4 * h + (normed if full else 0))
     qkv_in = 2 * h
     # Gemma 2's attention soft-capping has no FlashAttention-2 kernel: HF falls back to eager
     eager = job.attention == "eager" or model.attn_logit_softcapping
@@ -464,8 +537,14 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
         attn = 2 * q_out + 4 * kv_out + 2 * q_out
     else:
         attn = 6 * q_out + 6 * model.attention_heads * seq_len + 2 * q_out
-    mlp_inner = 6 * inter if model.gated_mlp else 4 * inter
-    mlp_in = (2 * h + 2 * inter) if adapted_mlp else 0
+    # gated: gate output (kept by the activation), activation output and up output (kept by the
+    # product); plain: fc1 output (kept by the activation), plus the tanh-GELU's own tensors. The
+    # product / activation output is the down / fc2 input, counted in mlp_in when it is kept.
+    tanh_gelu = 6 * inter if model.tanh_gelu_ops else 0
+    mlp_inner = 6 * inter if model.gated_mlp else 2 * inter + tanh_gelu
+    # a parallel block's fc1 reads the normed tensor q/k/v already keep (counted in qkv_in)
+    up_in = 0 if model.parallel_block else 2 * h
+    mlp_in = (up_in + 2 * inter) if adapted_mlp else 0
     mlp = mlp_inner + mlp_in
     if model.is_moe and model.experts_per_token:
         mlp = model.experts_per_token * (mlp + 2 * h)
@@ -486,31 +565,73 @@ def _selective_saved_bytes_per_token(model: ModelSpec) -> float:
     return float(2 * h + 2 * q + 2 * kv + 2 * q + experts * 2 * inter)
 
 
+def saved_weight_bytes_per_layer(model: ModelSpec, job: Job) -> float:
+    """16-bit weight copies a frozen linear leaves saved for backward, per layer whose
+    activations are live: a fixed cost, whatever the tokens.
+
+    F.linear / torch.matmul save the other operand of whichever input needs a gradient; for a
+    frozen linear only x does, so autograd keeps the weight operand. That operand is a fresh
+    tensor when it is made on the fly: GPTQ's dequantized fp16 weight (AutoGPTQ QuantLinear's
+    torch path), or autocast's bf16 cast of a frozen fp32 weight (not cached: autocast caches
+    casts of leaves that require grad only). A bf16 LoRA base saves a view of itself (free),
+    bitsandbytes' MatMul4Bit saves the 4-bit weight it already holds.
+    """
+    gptq = job.method == "qlora" and job.quant == "gptq"
+    cast = job.method == "lora" and job.mixed_precision == "autocast"
+    if not (gptq or cast):
+        return 0.0
+    return BF16_BYTES * (_attention_params_per_layer(model) + _mlp_params_per_layer(model))
+
+
+def autocast_cast_bytes(model: ModelSpec, job: Job) -> float:
+    """bf16 casts of the trained fp32 parameters that torch.autocast caches for the whole
+    forward region (its weight-cast cache, cleared when the outermost autocast exits).
+
+    Only leaves that require grad are cached; FSDP's unsharded parameters are views of its flat
+    parameter, which the cache skips, so a zero3 job keeps none.
+    """
+    if job.mixed_precision != "autocast" or job.sharding == "zero3":
+        return 0.0
+    return BF16_BYTES * trainable_params(model, job)
+
+
 def activation_bytes(model: ModelSpec, job: Job) -> float:
     """Activation bytes per GPU for one micro-batch at its peak (end of the forward pass).
 
     Without checkpointing every layer's saved tensors are alive. With (HF) gradient checkpointing
-    each layer keeps only its bf16 input (2·s·b·h, Korthikanti's "full recompute"), plus one layer's
-    recomputed activations during its backward. The final norm and head input add 8h per token.
+    each layer keeps only its input (2·s·b·h in bf16, Korthikanti's "full recompute"; 4·s·b·h under
+    autocast, where the residual stream is fp32), plus one layer's recomputed activations during
+    its backward. The final norm and head input add 8h per token (10h under autocast: the final
+    norm's output is fp32). Weight copies saved per live layer: `saved_weight_bytes_per_layer`.
     """
     # padded data: the longest micro-batch (job.peak_seq_len) sets the peak
     seq = job.memory_seq_len
     tokens = seq * job.micro_batch
     per_layer = _layer_activation_bytes_per_token(model, job, seq) * tokens
-    head = 8.0 * model.hidden_size * tokens
+    autocast = job.mixed_precision == "autocast"
+    head = (8.0 + (FP32_BYTES - BF16_BYTES if autocast else 0.0)) * model.hidden_size * tokens
+    residual = FP32_BYTES if autocast else BF16_BYTES
+    saved_weights = saved_weight_bytes_per_layer(model, job)
     if job.grad_checkpointing and job.checkpoint_policy == "selective":
         kept = _selective_saved_bytes_per_token(model) * tokens
-        return kept * model.layers + per_layer + head
+        # the checkpoint's own input is the residual stream: fp32 under autocast
+        kept += (residual - BF16_BYTES) * model.hidden_size * tokens
+        return kept * model.layers + per_layer + head + saved_weights
     if job.grad_checkpointing:
-        return 2.0 * model.hidden_size * tokens * model.layers + per_layer + head
-    return per_layer * model.layers + head
+        return residual * model.hidden_size * tokens * model.layers + per_layer + head + saved_weights
+    return (per_layer + saved_weights) * model.layers + head
 
 
 def logits_bytes(model: ModelSpec, job: Job) -> float:
     """b·s·V logits at the bytes per element of the job's loss (LOGITS_BYTES_PER_ELEMENT)."""
     per = LOGITS_BYTES_PER_ELEMENT[job.loss]
+    if job.loss == "standard" and not job.logits_fp32:
+        per = LOGITS_16BIT_BYTES_PER_ELEMENT
     if model.final_logit_softcapping and job.loss != "fused":
         per += SOFTCAP_LOGITS_BYTES_PER_ELEMENT
+    if job.lora_head and job.loss != "fused":
+        # the head's lora_B output (b·s·V, bf16) exists beside the base logits until PEFT adds it
+        per += LORA_HEAD_LOGITS_BYTES_PER_ELEMENT
     return per * job.memory_seq_len * job.micro_batch * model.vocab_size
 
 
@@ -538,7 +659,8 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     logits = logits_bytes(model, job)
     fragmentation = ALLOCATOR_FRAGMENTATION * (acts + logits)
     context = CUDA_CONTEXT_GB * GB
-    step_allocated = states.total + acts + logits
+    casts = autocast_cast_bytes(model, job)
+    step_allocated = states.total + acts + logits + casts
     optimizer_allocated = states.total + _optimizer_temporaries(model, job, n_gpus)
     # load: the weights as stored (bitsandbytes quantizes one linear at a time on load: the
     # dequantization buffer in the weights covers it); FSDP materializes one decoder unit in bf16
@@ -559,7 +681,7 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     reserved = allocated + (fragmentation if phase == "step" else 0.0)
     total = phases[phase]
     if phase == "step":
-        parts = [states.weights, states.gradients, states.optimizer, acts, logits]
+        parts = [states.weights + casts, states.gradients, states.optimizer, acts, logits]
     elif phase == "optimizer":
         parts = [
             states.weights,

@@ -8,7 +8,8 @@
   (none → zero2 → zero3). At a fixed GPU count compute time is the same for all three and their
   communication volume grows in that order, and more nodes only add slower inter-node traffic, so
   this is also the cheapest placement up to billing rounding. DDP (`none`) replicates the whole
-  model, so it is only ever tried on one node.
+  model, so it is only ever tried on one node. Hybrid sharding (HSDP) is placed only when stated
+  (`place_at(..., sharding="hybrid")`): its memory is ZeRO-3's over one node's GPUs.
 * A placement that does not fit reports the configuration that came closest (smallest per-GPU need).
 * Multi-node without a fast fabric (< FAST_FABRIC_GBPS, or unknown) is flagged and not priced.
 """
@@ -40,14 +41,36 @@ class JobMemory:
         self.variants: list[tuple[Sharding, Job]] = [
             (s, replace(job, sharding=s)) for s in SHARDINGS if not (job.offload and s == "none")
         ]
-        self._cache: dict[tuple[int, int], MemoryBreakdown] = {}
+        self._cache: dict[tuple[int, int, int | None], MemoryBreakdown] = {}
 
-    def get(self, variant: int, n_gpus: int) -> MemoryBreakdown:
-        """The breakdown of `self.variants[variant]` data-parallel over `n_gpus` GPUs."""
-        key = (variant, n_gpus)
+    def hybrid_variant(self) -> int | None:
+        """The index of the job under hybrid sharding, added on first request: only a stated
+        `--sharding hybrid` asks for it, so automatic placement and the marts never see it.
+        None when the job offloads (hybrid is modelled without offload)."""
+        for i, (s, _) in enumerate(self.variants):
+            if s == "hybrid":
+                return i
+        if self.variants[0][1].offload:
+            return None
+        self.variants.append(("hybrid", replace(self.variants[0][1], sharding="hybrid")))
+        return len(self.variants) - 1
+
+    def get(self, variant: int, n_gpus: int, gpus_per_node: int | None = None) -> MemoryBreakdown:
+        """The breakdown of `self.variants[variant]` data-parallel over `n_gpus` GPUs.
+
+        A hybrid job holds what ZeRO-3 over one node's GPUs holds: its shards are gathered inside
+        the node and replicated across nodes (`gpus_per_node`, default all `n_gpus` in one node).
+        """
+        sharding, job = self.variants[variant]
+        node = n_gpus if gpus_per_node is None else min(n_gpus, gpus_per_node)
+        key = (variant, n_gpus, node if sharding == "hybrid" else None)
         found = self._cache.get(key)
         if found is None:
-            found = self._cache[key] = memory_per_gpu(self.model, self.variants[variant][1], n_gpus)
+            if sharding == "hybrid":
+                found = memory_per_gpu(self.model, replace(job, sharding="zero3"), node)
+            else:
+                found = memory_per_gpu(self.model, job, n_gpus)
+            self._cache[key] = found
         return found
 
 
@@ -200,22 +223,31 @@ def place_at(
     """
     usable = vram_gb * USABLE_VRAM_FRACTION
     n = nodes * gpus_per_node
-    allowed = [
-        v
-        for v, (s, _) in enumerate(memory.variants)
-        if (sharding is None or s == sharding) and (s != "none" or nodes == 1)
-    ]
+    if sharding == "hybrid":
+        hybrid = memory.hybrid_variant()
+        allowed = [] if hybrid is None else [hybrid]
+    else:
+        allowed = [
+            v
+            for v, (s, _) in enumerate(memory.variants)
+            if (sharding is None or s == sharding) and (s != "none" or nodes == 1) and s != "hybrid"
+        ]
     if not allowed:
         raise ValueError(
             f"sharding {sharding} cannot run this job on {nodes} node(s): DDP (none) replicates the "
-            "model on one node only, and CPU offload needs zero2 or zero3"
+            "model on one node only, CPU offload needs zero2 or zero3, and hybrid is modelled "
+            "without offload"
         )
+
+    def need(v: int) -> float:
+        return memory.get(v, n, gpus_per_node).total_gb
+
     for variant in allowed:
-        total = memory.get(variant, n).total_gb
+        total = need(variant)
         if total <= usable:
             return Placement(True, variant, nodes, gpus_per_node, total, usable)
-    variant = min(allowed, key=lambda v: memory.get(v, n).total_gb)
-    return Placement(False, variant, nodes, gpus_per_node, memory.get(variant, n).total_gb, usable)
+    variant = min(allowed, key=need)
+    return Placement(False, variant, nodes, gpus_per_node, need(variant), usable)
 
 
 def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobMemory) -> Plan:

@@ -21,7 +21,12 @@ so the launch floor only shows when the GPU work is shorter):
   moves only each fused region's inputs and outputs). This term is why H100s reach a
   lower fraction of their peak than A100s: 295 dense FLOPs per byte of bandwidth against 153;
 * QLoRA: every pass that needs the frozen weights dequantizes them (read the 4-bit weight and its
-  constants, write bf16): a per-step cost proportional to parameters, not to tokens;
+  constants, write bf16): a per-step cost proportional to parameters, not to tokens. A GPTQ base
+  (`quant="gptq"`) is dequantized by a chain of PyTorch ops (GPTQ_DEQUANT_BYTES_PER_WEIGHT) in
+  forward and each recompute, and each linear's input is cast to fp16 for the fp16 GEMM;
+* the kernel stack (`Job.kernels`): plain counts transformers' and PEFT's eager ops; fused
+  (FlashAttention-2, Liger / Unsloth kernels) moves each fused kernel's inputs and outputs once,
+  dispatches fewer ops and replaces the fp32 loss with linear-cross-entropy;
 * data-parallel communication over the link (NVLink, PCIe P2P, host-staged PCIe or the network):
   overlapped with compute when the GPUs talk peer to peer; added to it when they cannot (GeForce
   cards have no P2P: NCCL stages every transfer through host memory);
@@ -35,6 +40,10 @@ so the launch floor only shows when the GPU work is shorter):
   optimizers, paged out because it does not fit;
 * ZeRO-3/FSDP: the first unit's all-gather and the last unit's reduce-scatter of every step have
   no compute to hide behind (FSDP prefetches one unit ahead): exposed on top of the overlap.
+  Host-staged traffic (no P2P) also shares the node's host memory bandwidth between its GPUs;
+* hybrid sharding (HSDP): ZeRO-3 over the GPUs of one node on the in-node link, then each GPU's
+  gradient shard all-reduced with its replicas in the other nodes over its share of the network,
+  after the in-node reduce-scatter on the same stream (`network_s`).
 
 Gradient checkpointing recomputes the decoder layers' forward (the head is outside them): all of
 it under the `full` policy; under torchtitan's `selective` per-op policy the even-numbered matmuls
@@ -115,6 +124,28 @@ BACKWARD_OPS_RATIO = 1.5
 LAUNCH_SECONDS_PER_KERNEL = 5e-6
 COMPILED_KERNELS_PER_LAYER_FORWARD = 12
 COMPILED_KERNELS_PER_ADAPTER = 3
+# --- modeltime (issue 23) ---
+# kernels="fused" (Liger Kernel / Unsloth) dispatches, per Llama-style layer forward: 7
+# projections, the FlashAttention call, 2 RMSNorms, 2 residual adds, 1 rotary (Liger's
+# LigerRopeFunction rotates q and k in one kernel), 1 SwiGLU (LigerSiLUMulFunction) and the layout
+# copies around attention (4): 18; each LoRA adapter its A and B matmuls and one fused add (3).
+FUSED_OPS_PER_LAYER_FORWARD = 18
+FUSED_OPS_PER_ADAPTER = 3
+# GPTQ int4 under transformers/PEFT training (exllama kernels have no backward, so training loads
+# auto-gptq's qlinear_cuda_old QuantLinear): for inputs of kernel_switch_threshold (128) rows or
+# more its forward dequantizes the whole weight with PyTorch ops, then runs torch.matmul in fp16
+# (AutoGPTQ/AutoGPTQ auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py, QuantLinear.forward).
+# Bytes per weight element of that chain: bitwise_right_shift of the int32 words into int32
+# (read 0.5, write 4), .to(int8) (4 + 1), bitwise_and in place (1 + 1), weight − zeros (1 + 1),
+# scales · (…) into fp16 (1 + 2) = 16.5. torch.matmul saves the fp16 weight for backward, so the
+# chain runs in forward and again in each recompute, not in backward (bitsandbytes' MatMul4Bit
+# dequantizes again in backward instead).
+GPTQ_DEQUANT_BYTES_PER_WEIGHT = 16.5
+# ops of that forward per GPTQ linear: zeros shift, cast, and, +1; weight shift, cast, and; sub;
+# mul; x.half()
+GPTQ_OPS_PER_LINEAR = 10
+# x.half() before the fp16 GEMM: read 2 B and write 2 B per input element, per forward pass
+GPTQ_INPUT_CAST_BYTES = 4.0
 # NCCL ring collectives reach ~75 % of link bandwidth (nccl-tests busbw on NVLink and InfiniBand).
 COMM_EFFICIENCY = 0.75
 # PCIe x16, per direction, GB/s, by generation (PCI-SIG: 8/16/32/64 GT/s per lane, 128b/130b).
@@ -188,6 +219,9 @@ class StepTime:
     # communication that nothing overlaps (FSDP's first all-gather and last reduce-scatter)
     exposed_comm_s: float = 0.0
 
+    # hybrid sharding: the gradient all-reduce across nodes (on top of the in-node comm_s)
+    network_s: float = 0.0
+
     @property
     def compute_s(self) -> float:
         gpu = (
@@ -202,9 +236,12 @@ class StepTime:
 
     @property
     def total_s(self) -> float:
+        # FSDP runs the in-node reduce-scatter and the cross-node all-reduce of one unit on the
+        # same stream, one after the other
+        comm = self.comm_s + self.network_s
         if self.overlapped:
-            return max(self.compute_s, self.comm_s) + self.exposed_comm_s
-        return self.compute_s + self.comm_s
+            return max(self.compute_s, comm) + self.exposed_comm_s
+        return self.compute_s + comm
 
 
 @dataclass(frozen=True)
@@ -269,7 +306,33 @@ def _attention_recompute(job: Job) -> int:
 def _attention_forward_flops_per_token(model: ModelSpec, job: Job) -> float:
     """QKᵀ and PV: 2 matmuls × 2·s·a·d FLOPs per token per layer (llm-foundry's attn_flops)."""
     core = 4.0 * model.layers * model.attention_heads * model.head_dim_ * job.seq_len
-    return core * (CAUSAL_FRACTION if job.attention == "flash" else 1.0)
+    return core * (CAUSAL_FRACTION if _skips_masked_blocks(job) else 1.0)
+
+
+def _skips_masked_blocks(job: Job) -> bool:
+    """Whether the attention kernel skips the causal mask's upper half.
+
+    FlashAttention does (and the fused stack's FlashAttention-2 unpads a padded batch). The plain
+    stack's SDPA only runs causal without a mask: transformers' sdpa_attention_forward sets
+    `is_causal = query.shape[2] > 1 and attention_mask is None and …`, so a padded batch passes
+    its 4-D mask and every s² block is computed.
+    """
+    if attention_impl(job) != "flash":
+        return False
+    padded = job.padding_efficiency < 1.0 or job.peak_seq_len is not None
+    return job.kernels == "fused" or not padded
+
+
+def attention_impl(job: Job) -> str:
+    """The attention kernel a job runs: the fused stack loads FlashAttention-2 whatever
+    `attention` says; the plain stack runs SDPA (flash backend) or eager as asked."""
+    return "flash" if job.kernels == "fused" else job.attention
+
+
+def loss_impl(job: Job) -> str:
+    """The loss path: the fused stack's linear-cross-entropy (Liger's apply_liger_kernel_to_llama
+    turns fused_linear_cross_entropy on by default) replaces the standard fp32 one."""
+    return "fused" if job.kernels == "fused" and job.loss == "standard" else job.loss
 
 
 def flops_per_token(model: ModelSpec, job: Job) -> float:
@@ -322,6 +385,9 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
     * each LoRA-adapted linear: read its input for A (2·d_in), write B's output, scale it and add it
       to the frozen output (10·d_out); with dropout, a copy of the input and its mask (5·d_in).
 
+    Fused kernels (`job.kernels == "fused"`, Liger / Unsloth): as compiled, except that the RMSNorm
+    kernel does not absorb the residual add (4h per norm plus 6h per add).
+
     Compiled (`job.compiled`), each fused region moves only its inputs and outputs, bf16: residual
     add + RMSNorm reads the stream and the branch and writes the sum and the normed copy (8h, twice);
     rotary reads and writes q and k (4 bytes per element); silu(gate) · up reads two and writes one
@@ -335,6 +401,13 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
     layout = 4 * (2 * q + 2 * kv)
     if job.compiled:
         norms_and_residuals = 2 * 8 * h
+        rotary = 4 * (q + kv)
+        act = experts * (6 if model.gated_mlp else 4) * inter
+        adapter_out, dropout_in = 6, 2
+    elif job.kernels == "fused":
+        # Liger's RMSNorm reads x and writes y (4h, no residual fusion), the residual adds stay
+        # eager (6h); rotary in place on q and k; SwiGLU and the adapters as one kernel each
+        norms_and_residuals = 2 * 4 * h + 2 * 6 * h
         rotary = 4 * (q + kv)
         act = experts * (6 if model.gated_mlp else 4) * inter
         adapter_out, dropout_in = 6, 2
@@ -352,6 +425,22 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
         for d_in, d_out in linears:
             total += 2 * d_in + adapter_out * d_out + (dropout_in * d_in if job.dropout > 0 else 0)
     return total
+
+
+def _linears_per_layer(model: ModelSpec) -> int:
+    """nn.Linear modules of one decoder layer: q, k, v, o and the MLP's (of the routed experts)."""
+    experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
+    return 4 + (3 if model.gated_mlp else 2) * experts
+
+
+def _linear_input_elements_per_token(model: ModelSpec) -> float:
+    """Input elements per token that the decoder's linears read, each linear its own copy:
+    q, k, v read h each, o the attention output, the MLP h per input projection and I for down."""
+    h, inter = model.hidden_size, model.intermediate_size
+    q = model.attention_heads * model.head_dim_
+    experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
+    mlp = (2 * h if model.gated_mlp else h) + inter
+    return float(model.layers * (3 * h + q + experts * mlp))
 
 
 def _n_adapters(model: ModelSpec, job: Job) -> int:
@@ -433,13 +522,27 @@ def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float
         return 0.0
     ring = (n_gpus - 1) / n_gpus
     grads = 2.0 * trainable_params(model, job)
-    if job.sharding == "zero3":
+    if job.sharding in ("zero3", "hybrid"):
         weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
         # trained embedding / head copies are gathered with the base (their own dtype)
         weights += _copy_bytes_per_param(job)[0] * embedding_copy_params(model, job)
         return ring * (2.0 * weights + grads)
     per_optimizer_step = 2.0 * grads
     return ring * per_optimizer_step / job.grad_accumulation
+
+
+def _network_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int, gpus_per_node: int) -> float:
+    """Hybrid sharding across nodes: bytes each GPU all-reduces over the network per micro-step.
+
+    HSDP (torch FSDP HYBRID_SHARD) reduce-scatters the gradients inside the node, then each GPU
+    all-reduces its 1/g shard with the GPUs holding the same shard in the other nodes: 2 × shard
+    bytes × (nodes − 1)/nodes, once per optimizer step (accumulation runs under no_sync).
+    """
+    nodes = math.ceil(n_gpus / gpus_per_node)
+    if job.sharding != "hybrid" or nodes <= 1:
+        return 0.0
+    shard = 2.0 * trainable_params(model, job) / min(n_gpus, gpus_per_node)
+    return 2.0 * shard * (nodes - 1) / nodes / job.grad_accumulation
 
 
 def step_time(
@@ -450,8 +553,13 @@ def step_time(
     link_bytes_per_s: float | None,
     overlapped: bool,
     gpus_per_node: int | None = None,
+    network_bytes_per_s: float | None = None,
 ) -> StepTime:
-    """Seconds of one micro-step on one GPU (see the module docstring for each term)."""
+    """Seconds of one micro-step on one GPU (see the module docstring for each term).
+
+    Under hybrid sharding across nodes `link_bytes_per_s` is the in-node link the shards are
+    gathered over and `network_bytes_per_s` each GPU's share of the node's network.
+    """
     require_data_parallel(job)
     tokens = job.seq_len * job.micro_batch
     peak = gpu.tflops * 1e12
@@ -467,7 +575,7 @@ def step_time(
     attn_fwd = _attention_forward_flops_per_token(model, job) * tokens
     attn_flops = attn_fwd * (1 + ATTENTION_BACKWARD_RATIO + _attention_recompute(job))
     attention_s = attn_flops / (peak * gpu.attention_efficiency)
-    if job.attention == "eager":
+    if attention_impl(job) == "eager":
         # scores, fp32 softmax and its bf16 copy written and read back, fwd and bwd: ~42 B per score
         scores = model.layers * model.attention_heads * job.seq_len * tokens
         attention_s += 42.0 * scores / bw
@@ -477,13 +585,22 @@ def step_time(
     elementwise *= fwd_passes + ELEMENTWISE_BACKWARD_RATIO
     elementwise_s = elementwise / bw
 
-    logit_bytes = LOSS_BYTES_PER_LOGIT[job.loss]
-    if model.final_logit_softcapping and job.loss != "fused":
+    loss = loss_impl(job)
+    logit_bytes = LOSS_BYTES_PER_LOGIT[loss]
+    if model.final_logit_softcapping and loss != "fused":
         logit_bytes += SOFTCAP_BYTES_PER_LOGIT
     loss_s = logit_bytes * model.vocab_size * tokens / bw
 
     dequant_s = 0.0
-    if job.method == "qlora":
+    gptq_ops = 0
+    if job.method == "qlora" and job.quant == "gptq":
+        # forward and each recompute rebuild the fp16 weight (backward reuses the saved copy)
+        # and cast the linear's input to fp16
+        passes = fwd_passes
+        dequant_s = linear_params(model) * GPTQ_DEQUANT_BYTES_PER_WEIGHT * passes / bw
+        dequant_s += _linear_input_elements_per_token(model) * tokens * GPTQ_INPUT_CAST_BYTES * passes / bw
+        gptq_ops = GPTQ_OPS_PER_LINEAR * _linears_per_layer(model) * model.layers
+    elif job.method == "qlora":
         per_pass = linear_params(model) * (quantized_bytes_per_param(job) + 2.0)
         # every recomputed layer dequantizes its weights again
         passes = weight_passes + (1 if job.grad_checkpointing else 0)
@@ -494,17 +611,39 @@ def step_time(
         kernels += COMPILED_KERNELS_PER_ADAPTER * _n_adapters(model, job)
         dispatch_s = kernels * (fwd_passes + BACKWARD_OPS_RATIO) * LAUNCH_SECONDS_PER_KERNEL
     else:
-        ops_fwd = OPS_PER_LAYER_FORWARD * model.layers + OPS_PER_ADAPTER * _n_adapters(model, job)
+        fused = job.kernels == "fused"
+        per_layer = FUSED_OPS_PER_LAYER_FORWARD if fused else OPS_PER_LAYER_FORWARD
+        per_adapter = FUSED_OPS_PER_ADAPTER if fused else OPS_PER_ADAPTER
+        ops_fwd = per_layer * model.layers + per_adapter * _n_adapters(model, job)
         dispatch_s = ops_fwd * (fwd_passes + BACKWARD_OPS_RATIO) * DISPATCH_SECONDS_PER_OP
+    # the GPTQ dequantization ops run in forward passes only (no autograd graph: frozen weight)
+    dispatch_s += (
+        gptq_ops * fwd_passes * (LAUNCH_SECONDS_PER_KERNEL if job.compiled else DISPATCH_SECONDS_PER_OP)
+    )
 
-    optimizer_s = _optimizer_step_seconds(model, job, gpu, n_gpus, gpus_per_node) / job.grad_accumulation
+    node_gpus = n_gpus if gpus_per_node is None else min(n_gpus, gpus_per_node)
+    # hybrid shards inside the node only
+    shard_group = node_gpus if job.sharding == "hybrid" else n_gpus
+    # a hybrid job's optimizer state is sharded like ZeRO-3 over the node's GPUs
+    opt_job, opt_gpus = (
+        (replace(job, sharding="zero3"), shard_group) if job.sharding == "hybrid" else (job, n_gpus)
+    )
+    optimizer_s = (
+        _optimizer_step_seconds(model, opt_job, gpu, opt_gpus, gpus_per_node) / job.grad_accumulation
+    )
     if job.offload and job.sharding == "zero3":
         # FSDP CPU offload keeps the parameter shards on the host: copied up for forward and for
         # backward every micro-step
         weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
         optimizer_s += 2.0 * weights / n_gpus / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
 
-    comm_bytes = _comm_bytes_per_micro_step(model, job, n_gpus)
+    comm_bytes = _comm_bytes_per_micro_step(model, job, shard_group)
+    network_s = 0.0
+    network_bytes = _network_bytes_per_micro_step(model, job, n_gpus, node_gpus)
+    if network_bytes:
+        network_s = (
+            network_bytes / (network_bytes_per_s * COMM_EFFICIENCY) if network_bytes_per_s else math.inf
+        )
     exposed_comm_s = 0.0
     if comm_bytes == 0:
         comm_s = 0.0
@@ -513,8 +652,8 @@ def step_time(
     else:
         link = link_bytes_per_s * COMM_EFFICIENCY
         comm_s = comm_bytes / link
-        if job.sharding == "zero3" and overlapped:
-            exposed_comm_s = _exposed_unit_bytes(model, job, n_gpus) / link
+        if job.sharding in ("zero3", "hybrid") and overlapped:
+            exposed_comm_s = _exposed_unit_bytes(model, job, shard_group) / link
     return StepTime(
         matmul_s,
         attention_s,
@@ -526,6 +665,7 @@ def step_time(
         overlapped,
         loss_s=loss_s,
         exposed_comm_s=exposed_comm_s,
+        network_s=network_s,
     )
 
 
@@ -583,7 +723,8 @@ def link_bytes_per_s(
 
     Across nodes the per-node network is shared by the node's GPUs. Inside a node, GPUs with P2P
     use `intra_node_gbits_per_s` (NVLink, or PCIe P2P); GPUs without P2P (GeForce) stage through host
-    memory: the PCIe x16 rate of their generation / HOST_STAGED_TRAVERSALS, not overlapped.
+    memory: the PCIe x16 rate of their generation / HOST_STAGED_TRAVERSALS, capped by the node's
+    host memory bandwidth shared by its GPUs' staging, not overlapped.
     """
     nodes = math.ceil(n_gpus / gpus_per_node)
     if nodes > 1:
@@ -591,7 +732,11 @@ def link_bytes_per_s(
             return None, True
         return inter_node_gbits_per_s * 1e9 / 8 / gpus_per_node, True
     if not gpu.p2p:
-        return _pcie_bytes_per_s(gpu) / HOST_STAGED_TRAVERSALS, False
+        # every staged byte is written to and read from host memory once, by all of the node's
+        # GPUs at the same time: their host-memory traffic shares HOST_MEMORY_GBYTES_PER_S
+        staged = _pcie_bytes_per_s(gpu) / HOST_STAGED_TRAVERSALS
+        host_share = HOST_MEMORY_GBYTES_PER_S * 1e9 / (2 * min(n_gpus, gpus_per_node))
+        return min(staged, host_share), False
     if intra_node_gbits_per_s is None or intra_node_gbits_per_s <= 0:
         return None, True
     return intra_node_gbits_per_s * 1e9 / 8, True
@@ -622,12 +767,20 @@ def estimate_time(
     gpu = gpu or Accelerator(tflops=bf16_tflops)
     nodes = math.ceil(n_gpus / gpus_per_node)
     multi_node = nodes > 1
-    link, overlapped = link_bytes_per_s(
-        gpu, n_gpus, gpus_per_node, intra_node_gbits_per_s, inter_node_gbits_per_s
-    )
-    step = step_time(model, job, gpu, n_gpus, link, overlapped, gpus_per_node)
+    network: float | None = None
+    if job.sharding == "hybrid" and multi_node:
+        # shards are gathered over the in-node link; only the replicas' all-reduce crosses nodes
+        link, overlapped = link_bytes_per_s(
+            gpu, gpus_per_node, gpus_per_node, intra_node_gbits_per_s, inter_node_gbits_per_s
+        )
+        network = inter_node_gbits_per_s * 1e9 / 8 / gpus_per_node if inter_node_gbits_per_s else None
+    else:
+        link, overlapped = link_bytes_per_s(
+            gpu, n_gpus, gpus_per_node, intra_node_gbits_per_s, inter_node_gbits_per_s
+        )
+    step = step_time(model, job, gpu, n_gpus, link, overlapped, gpus_per_node, network)
     warning: str | None = None
-    if math.isinf(step.comm_s):
+    if math.isinf(step.comm_s) or math.isinf(step.network_s):
         warning = "no interconnect bandwidth known for a " + (
             "multi-node job" if multi_node else "multi-GPU job"
         )
@@ -646,7 +799,7 @@ def estimate_time(
     return TimeEstimate(
         hours=seconds / 3600,
         compute_hours=steps * step.compute_s / 3600,
-        comm_hours=steps * step.comm_s / 3600,
+        comm_hours=steps * (step.comm_s + step.network_s) / 3600,
         utilization=mfu,
         nodes=nodes,
         multi_node=multi_node,

@@ -82,6 +82,7 @@ from flows.job_options import (
     _choices,
     _fail,
     _padding,
+    _usage,
     parse_tokens,
     with_job_options,
 )
@@ -120,6 +121,12 @@ def memory(
     as_json: JsonOpt = False,
 ) -> None:
     """Peak memory per GPU (GB = 1e9 bytes) of one fine-tuning configuration. Needs no warehouse."""
+    if sharding.value == "hybrid":
+        # hybrid shards inside a node: its memory is zero3's over one node's GPUs
+        raise _usage(
+            "--sharding hybrid holds what zero3 over one node's GPUs holds: ask --sharding zero3 "
+            "--gpus <GPUs per node>, or gpucost estimate --gpu … --nodes N --sharding hybrid"
+        )
     spec = job.model_spec()
     model_job, shape = job.job(sharding=sharding.value)
     answer = job_memory(spec, model_job, gpus)
@@ -153,7 +160,8 @@ def memory(
     console.print(table)
     console.print(
         f"allocated {breakdown.allocated_gb:.2f} GB, reserved {breakdown.reserved_gb:.2f} GB, device "
-        f"{breakdown.device_gb:.2f} GB (total = device); peak in the {breakdown.peak_phase} phase",
+        f"{breakdown.device_gb:.2f} GB (total = device: reserved + CUDA context, what nvidia-smi "
+        f"shows); peak in the {breakdown.peak_phase} phase",
         highlight=False,
     )
 
@@ -601,7 +609,7 @@ def _print_stated(
     console.print(
         f"[bold]{fjob.model_id}[/] {job.method} on {hw.nodes}×{hw.gpus_per_node} {gpu.gpu_name} "
         f"({row['intra_node_interconnect']}): {verdict} "
-        f"({breakdown.total_gb:.1f} of {row['usable_vram_gb']:.1f} GB usable per GPU, "
+        f"({breakdown.total_gb:.1f} GB device total of {row['usable_vram_gb']:.1f} GB usable per GPU, "
         f"{_sharding_text(job)}; {_shape_text(job, shape)})",
         highlight=False,
     )

@@ -41,6 +41,8 @@ from finetune.job import (
     CheckpointPolicy,
     Download,
     Experiment,
+    Kernels,
+    MixedPrecision,
     OptimizerImpl,
     PaddedShape,
     TrainEmbeddings,
@@ -341,6 +343,31 @@ DEFAULT_IMPL = OptimizerImplChoice("foreach")
 DEFAULT_ZERO3_IMPL = Zero3ImplChoice("fsdp")
 DEFAULT_TRAIN_EMBEDDINGS = TrainEmbeddingsChoice("off")
 DEFAULT_SEQ_LEN = 2048
+# --- modeltime (issue 23): the kernel stack ---
+KernelsChoice = _choices("KernelsChoice", Kernels)
+KernelsOpt = Annotated[
+    KernelsChoice,
+    typer.Option(
+        help="Kernel stack: plain (transformers/PEFT defaults: SDPA, eager norms/rotary/LoRA, fp32 loss) "
+        "or fused (FlashAttention-2 + Liger/Unsloth fused RMSNorm, RoPE, SwiGLU, LoRA, cross-entropy)."
+    ),
+]
+DEFAULT_KERNELS = KernelsChoice("plain")
+
+# --- modelmem (issue 23): memory-model options ---
+MixedPrecisionChoice = _choices("MixedPrecisionChoice", MixedPrecision)
+MixedPrecisionOpt = Annotated[
+    MixedPrecisionChoice,
+    typer.Option(
+        help="bf16-mixed via bf16 modules (fsdp: FSDP MixedPrecision, DeepSpeed, HF bf16 load) or "
+        "torch.autocast over fp32 modules (fp32 weights, residual stream and checkpoints)."
+    ),
+]
+QuantizeHeadOpt = Annotated[
+    bool, typer.Option(help="QLoRA: quantize the output head too (frameworks converting every linear).")
+]
+LoraHeadOpt = Annotated[bool, typer.Option(help="LoRA/QLoRA: LoRA adapters on the output head as well.")]
+DEFAULT_MIXED_PRECISION = MixedPrecisionChoice("fsdp")
 
 
 def _shape(
@@ -423,6 +450,12 @@ class JobOptions:
     full_state_dict_load: bool = False
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+    # --- modelmem (issue 23) ---
+    mixed_precision: str = "fsdp"
+    quantize_head: bool = False
+    lora_head: bool = False
+    # --- modeltime (issue 23) ---
+    kernels: str = "plain"
     # --- bill options (issue 21): the experiment, not the Job ---
     dataset_gb: float | None = None
     checkpoint_every: str = DEFAULT_CHECKPOINT_EVERY
@@ -492,6 +525,12 @@ JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
     "full_state_dict_load": (FullLoadOpt, False),
     "tensor_parallel": (ParallelOpt, 1),
     "pipeline_parallel": (ParallelOpt, 1),
+    # --- modelmem (issue 23) ---
+    "mixed_precision": (MixedPrecisionOpt, DEFAULT_MIXED_PRECISION),
+    "quantize_head": (QuantizeHeadOpt, False),
+    "lora_head": (LoraHeadOpt, False),
+    # --- modeltime (issue 23) ---
+    "kernels": (KernelsOpt, DEFAULT_KERNELS),
     # --- bill options (issue 21) ---
     "dataset_gb": (DatasetGbOpt, None),
     "checkpoint_every": (CheckpointEveryOpt, DEFAULT_CHECKPOINT_EVERY),

@@ -76,3 +76,32 @@ def test_the_pages_job_form_uses_the_option_names() -> None:
     for name in shown:
         assert f"jobs.{name}" in sql, name
     assert shown <= set(JOB_OPTIONS)
+
+
+# --- modeltime (issue 23): --kernels and --sharding hybrid ------------------------------------
+
+
+def test_kernels_fused_is_faster_than_the_default_plain_stack() -> None:
+    base = ["estimate", *LLAMA, "--gpu", "H100-SXM", "--json"]
+    plain = json.loads(runner.invoke(app, base).stdout)
+    fused = json.loads(runner.invoke(app, [*base, "--kernels", "fused"]).stdout)
+    assert plain["job"]["kernels"] == "plain" and fused["job"]["kernels"] == "fused"
+    assert fused["hours"] < plain["hours"]
+
+
+def test_hybrid_sharding_places_across_nodes_and_beats_zero3_on_a_slow_network() -> None:
+    base = [
+        "estimate", *LLAMA, "--method", "full", "--gpu", "H100-SXM", "--gpus", "8", "--nodes", "4",
+        "--inter-node-gbps", "400", "--json",
+    ]  # fmt: skip
+    zero3 = json.loads(runner.invoke(app, [*base, "--sharding", "zero3"]).stdout)
+    hybrid = json.loads(runner.invoke(app, [*base, "--sharding", "hybrid"]).stdout)
+    assert hybrid["sharding"] == "hybrid" and hybrid["fits"]
+    assert hybrid["hours"] < zero3["hours"]
+
+
+def test_memory_refuses_hybrid_in_one_line_saying_what_to_ask() -> None:
+    result = runner.invoke(app, ["memory", *LLAMA, "--sharding", "hybrid"])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--sharding zero3" in lines[0], result.output

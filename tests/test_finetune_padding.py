@@ -76,12 +76,16 @@ def test_memory_is_sized_at_the_longest_micro_batch() -> None:
 def test_time_is_at_the_expected_padded_length_and_counts_real_tokens_only() -> None:
     m = load_models()[LLAMA_8B]
     shape = padded_shape(300, 2048, 4)
-    packed = Job(seq_len=shape.seq_len, micro_batch=4)
+    # the fused stack's FlashAttention stays causal on a padded batch, so the computed work is the same
+    packed = Job(seq_len=shape.seq_len, micro_batch=4, kernels="fused")
     padded = replace(packed, padding_efficiency=shape.padding_efficiency, peak_seq_len=2048)
     t_packed = estimate_time(m, packed, 1e8, 1, 1, 989.0, None, None)
     t_padded = estimate_time(m, padded, 1e8, 1, 1, 989.0, None, None)
     # the same computed batch, of which only padding_efficiency is real
     assert t_padded.tokens_per_s == pytest.approx(t_packed.tokens_per_s * shape.padding_efficiency)
+    # the plain stack's masked SDPA computes all s² blocks of the padded batch: slower still
+    plain = estimate_time(m, replace(padded, kernels="plain"), 1e8, 1, 1, 989.0, None, None)
+    assert plain.tokens_per_s < t_padded.tokens_per_s
 
 
 def test_a_peak_shorter_than_the_expected_batch_is_refused() -> None:
