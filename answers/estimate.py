@@ -12,6 +12,13 @@ the same offer translation (`finetune.offer`), the same placement and time, the 
   minimum at `price_usd_per_gpu_hour` × GPUs (no price: hours only). It is placed on exactly the
   stated nodes (`place_at`), with `sharding` when given. A job that does not fit has no cost.
 
+The ranking is by the whole bill (`total_usd`, finetune.cost.itemized_bill): compute, spot rework,
+set-up, storage, checkpoint writes, egress, ingress and idle time under each provider's facts
+(core.provider_storage). An offer whose provider leaves a fact unpublished is ranked by its known
+items, and says which are unknown (`bill_unknown_items`) and which facts are missing
+(`bill_missing_facts`); the frontier folds by hours and total. Stated hardware has no provider,
+so only its compute and spot rework are known.
+
 GPUs without bf16 (T4, V100: gpus.csv `supports_bf16`) train in fp16 mixed precision at their
 fp16 rate: every row says which in `train_precision` (`finetune.offer.tensor_rate`).
 """
@@ -37,10 +44,11 @@ from finetune.offer import Interconnect, stated_links, tensor_rate
 from finetune.placement import MemoryTable, place_at
 from finetune.time import model_flops_per_token
 from warehouse.db import connect
-from warehouse.finetune_marts import OFFER_SCHEMA, cost_frame, read_offers
+from warehouse.finetune_marts import FACT_SCHEMA, OFFER_SCHEMA, cost_frame, read_offers
 from warehouse.hardware import GpuSpec, HardwareCatalog
 
 __all__ = [
+    "BILL_DETAIL_COLUMNS",
     "DETAIL_COLUMNS",
     "MemoryAnswer",
     "OfferRanking",
@@ -54,6 +62,20 @@ __all__ = [
     "train_precision",
 ]
 
+# the bill's columns of each ranked row (marts.finetune_costs, finetune.cost.itemized_bill)
+BILL_DETAIL_COLUMNS = (
+    "compute_usd",
+    "spot_rework_usd",
+    "setup_usd",
+    "storage_usd",
+    "checkpoint_usd",
+    "egress_usd",
+    "ingress_usd",
+    "idle_usd",
+    "total_usd",
+    "bill_unknown_items",
+    "bill_missing_facts",
+)
 # the ranking's extra columns, from answers.prices.current_offers
 DETAIL_COLUMNS = (
     "price_statistic",
@@ -66,7 +88,7 @@ DETAIL_COLUMNS = (
     "interruption_rate_min",
     "interruption_rate_max",
 )
-RANK_ORDER = ["cost_usd", "estimated_hours", "provider", "instance_type"]
+RANK_ORDER = ["total_usd", "estimated_hours", "provider", "instance_type"]
 # a stated node's default network: 8 × 400 Gb/s, the InfiniBand NDR / EFA v2 of an 8-GPU node
 DEFAULT_INTER_NODE_GBITS_PER_S = 3200.0
 
@@ -142,7 +164,7 @@ def rank_offers(
     priced = rows.filter(rows["priced"])
     if priced.is_empty():
         raise AnswerError(_nothing_priced(rows, max_nodes))
-    return OfferRanking(rows, frontier(priced), details)
+    return OfferRanking(rows, frontier(priced, cost="total_usd"), details)
 
 
 def _nothing_priced(rows: pl.DataFrame, max_nodes: int) -> str:
@@ -211,6 +233,11 @@ class StatedEstimate:
         return self.row["cost_usd"]
 
     @property
+    def bill(self) -> dict[str, Any]:
+        """The bill's items and total (None: unknown), and what is missing."""
+        return {c: self.row[c] for c in BILL_DETAIL_COLUMNS}
+
+    @property
     def warning(self) -> str | None:
         """Why a job that fits is not timed or priced (slow fabric, unbounded time); None otherwise."""
         return self.row["unpriced_reason"] if self.row["fits"] else None
@@ -233,6 +260,7 @@ class StatedEstimate:
             "mfu": self.mfu,
             "warning": self.warning,
             "cost_usd": self.cost_usd,
+            "bill": self.bill,
             "price_per_gpu_hour": self.hardware.price_usd_per_gpu_hour,
             "job": asdict(self.job),
         }
@@ -286,6 +314,8 @@ def stated_offer(gpu: GpuSpec, hw: StatedHardware) -> dict[str, Any]:
         "interruption_rate_min": None,
         "interruption_rate_max": None,
         "is_stale": False,
+        # no provider: its storage, network and billing facts are unknown
+        **dict.fromkeys(FACT_SCHEMA),
     }
 
 

@@ -14,8 +14,8 @@ a comment), and the browser renders the views from the embedded JSON:
   page groups further, across what passes its filters, so a region filter shows that region's
   price, never another's;
 - will my job fit: the job grid of `marts.finetune_requirements` (memory breakdown) and, per job
-  and pricing type, the `TOP_OFFERS` cheapest offers of `marts.finetune_costs` that fit and are
-  priced (one per instance type: its cheapest region);
+  and pricing type, the `TOP_OFFERS` offers of `marts.finetune_costs` that fit and are priced with
+  the smallest whole bill (`total_usd`), one per instance type (its cheapest region);
 - price history: the SCD2 intervals of `core.offer_prices` as step series of the cheapest
   $/GPU-hour per GPU x provider x pricing type;
 - freshness: each provider's last run and last good refresh from `ops.provider_runs`, its state
@@ -148,6 +148,8 @@ FIT_RUN_COLUMNS = (
     "on_demand_cost_usd",
     "expected_spot_cost_usd",
     "usd_per_million_tokens",
+    "total_usd",
+    "bill_unknown_items",
     "fabric_warning",
 )
 MEMORY_COLUMNS = (
@@ -170,6 +172,7 @@ ESTIMATED = frozenset(
         "on_demand_cost_usd",
         "expected_spot_cost_usd",
         "usd_per_million_tokens",
+        "total_usd",
     }
 )
 

@@ -298,6 +298,73 @@ def padded_shape(mean_len: float, max_len: int, micro_batch: int) -> PaddedShape
     return PaddedShape(mean_len, max_len, expected, seq_len, min(1.0, mean_len / expected))
 
 
+# --- the experiment around the training run (bill: issue 21) -----------------------------------
+
+# What is downloaded when a run ends: the adapter alone, the base with the adapter merged in, or
+# nothing (the result stays on the provider's storage).
+Download = Literal["merged", "adapter", "none"]
+# Checkpoint every half hour unless asked otherwise: on spot, each interruption then loses a
+# quarter of an hour of work on average (finetune.cost.expected_spot_hours).
+DEFAULT_CHECKPOINT_EVERY_HOURS = 0.5
+# Without --dataset-gb, the dataset is sized at 4 bytes per token: UTF-8 English text runs about
+# 4 characters per token for GPT/Llama-style BPE tokenizers (OpenAI's help article "What are
+# tokens and how to count them?", help.openai.com, the rule of thumb checked 2026-12-02), and the
+# same corpus pre-tokenized as int32 ids is 4 bytes per token too.
+DATASET_BYTES_PER_TOKEN = 4.0
+
+
+def default_download(method: Method) -> Download:
+    """Adapters for LoRA/QLoRA (what PEFT's save_pretrained writes), merged weights for full
+    fine-tuning, which has no adapter to download."""
+    return "merged" if method == "full" else "adapter"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What a bill needs beyond one training run: the data it carries and how often it runs.
+
+    `dataset_gb` None: the dataset's tokens × DATASET_BYTES_PER_TOKEN. A checkpoint is written
+    every `checkpoint_every_hours` of training, or every `checkpoint_every_steps` optimizer steps
+    (at most one of the two; neither: DEFAULT_CHECKPOINT_EVERY_HOURS). `download` None:
+    `default_download(method)`. `runs` training runs with `idle_hours` of inspection between
+    consecutive ones (runs − 1 gaps).
+    """
+
+    dataset_gb: float | None = None
+    checkpoint_every_hours: float | None = None
+    checkpoint_every_steps: int | None = None
+    download: Download | None = None
+    runs: int = 1
+    idle_hours: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.checkpoint_every_hours is not None and self.checkpoint_every_steps is not None:
+            raise ValueError("checkpoint every so many hours or every so many steps: give one, not both")
+        if self.checkpoint_every_hours is not None and not (
+            math.isfinite(self.checkpoint_every_hours) and self.checkpoint_every_hours > 0
+        ):
+            raise ValueError(f"checkpoint interval must be > 0 hours, got {self.checkpoint_every_hours}")
+        if self.checkpoint_every_steps is not None and self.checkpoint_every_steps < 1:
+            raise ValueError(f"checkpoint interval must be ≥ 1 step, got {self.checkpoint_every_steps}")
+        if self.runs < 1:
+            raise ValueError(f"runs must be ≥ 1, got {self.runs}")
+        if not (math.isfinite(self.idle_hours) and self.idle_hours >= 0):
+            raise ValueError(f"idle time must be ≥ 0 hours, got {self.idle_hours}")
+        if self.dataset_gb is not None and not (math.isfinite(self.dataset_gb) and self.dataset_gb >= 0):
+            raise ValueError(f"dataset size must be ≥ 0 GB, got {self.dataset_gb}")
+
+    @property
+    def every_hours(self) -> float | None:
+        """The interval in hours when it is not stated in steps (the default when neither is)."""
+        if self.checkpoint_every_steps is not None:
+            return None
+        return (
+            self.checkpoint_every_hours
+            if self.checkpoint_every_hours is not None
+            else DEFAULT_CHECKPOINT_EVERY_HOURS
+        )
+
+
 @dataclass(frozen=True)
 class FinetuneJob:
     """One row of finetune_jobs.csv: a model, the job knobs and the data it trains on."""
@@ -307,6 +374,22 @@ class FinetuneJob:
     job: Job
     dataset_tokens: int
     epochs: float
+    experiment: Experiment = Experiment()
+
+    def __post_init__(self) -> None:
+        if self.experiment.download == "adapter" and self.job.method == "full":
+            raise ValueError("full fine-tuning trains no adapter: download merged weights or none")
+
+    @property
+    def dataset_gb(self) -> float:
+        """The dataset's size in GB (1e9 bytes): as stated, or from its tokens."""
+        if self.experiment.dataset_gb is not None:
+            return self.experiment.dataset_gb
+        return self.dataset_tokens * DATASET_BYTES_PER_TOKEN / 1e9
+
+    @property
+    def download(self) -> Download:
+        return self.experiment.download or default_download(self.job.method)
 
     @property
     def train_tokens(self) -> float:

@@ -27,7 +27,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from finetune.cost import Granularity
+from finetune.cost import HOURS_PER_MONTH, Granularity
+from finetune.job import DEFAULT_CHECKPOINT_EVERY_HOURS
 from finetune.placement import Hardware
 from finetune.time import PCIE_X16_GBYTES_PER_S
 
@@ -50,13 +51,13 @@ __all__ = [
     "tensor_rate",
 ]
 
-# Checkpoint every half hour: on spot, each interruption loses half an interval on average.
-CHECKPOINT_INTERVAL_HOURS = 0.5
+# The checkpoint interval of a job that states none (finetune.job.Experiment's default).
+CHECKPOINT_INTERVAL_HOURS = DEFAULT_CHECKPOINT_EVERY_HOURS
 # Replacing an interrupted instance: provisioning, image pull, reloading model and checkpoint,
 # 10–20 minutes for a model-sized checkpoint.
 RESTART_OVERHEAD_HOURS = 0.25
-# AWS' Spot Advisor bands are the fraction of instances interrupted over the trailing month.
-HOURS_PER_MONTH = 730.0
+# AWS' Spot Advisor bands are the fraction of instances interrupted over the trailing month
+# (HOURS_PER_MONTH, finetune.cost's average month).
 # Interruptions per instance-hour where the offer carries no rate of its own:
 # - market (GCP, Azure, Nebius, Verda): Google documents a preemption rate of "5% to 15% per day"
 #   for preemptible VMs; we take 15%/day (GPUs are the contended kind): −ln(0.85)/24 ≈ 0.0068/h.

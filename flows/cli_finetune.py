@@ -73,6 +73,7 @@ from flows.cli_prices import (
     source_text,
 )
 from flows.job_options import (
+    BILL,
     DEFAULT_SHARDING,
     CompileOpt,
     JobOptions,
@@ -273,18 +274,30 @@ def estimate(
         ),
     ] = False,
     include_stale: IncludeStaleOpt = False,
+    bill: Annotated[
+        bool,
+        typer.Option(
+            "--bill",
+            rich_help_panel=BILL,
+            help="Show each offer's bill item by item (compute, spot rework, set-up, storage, "
+            "checkpoints, egress, ingress, idle) instead of the ranking table.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rank current offers by what this fine-tuning run would cost, or estimate on stated hardware (--gpu).
+    """Rank current offers by the whole bill of this fine-tuning experiment, or estimate on stated hardware.
 
-    Per provider, GPU and pricing type, an offer neither faster nor cheaper than another is folded.
+    The bill adds to the GPU time set-up, storage, checkpoint writes, spot rework, egress, ingress
+    and idle time under each provider's published facts; an unpublished item is left out of the
+    total and named. Per provider, GPU and pricing type, an offer neither faster nor cheaper than
+    another is folded.
     """
     spec = job.model_spec()
     # sharding is chosen per offer (none → zero2 → zero3); offload rules out `none`
     model_job, shape = job.job(
         sharding="zero3" if job.offload else "none", padding_efficiency=padding_efficiency, compiled=compiled
     )
-    fjob = FinetuneJob("adhoc", spec.model_id, model_job, int(parse_tokens(tokens)), epochs)
+    fjob = FinetuneJob("adhoc", spec.model_id, model_job, int(parse_tokens(tokens)), epochs, job.experiment())
     filters = make_filters(
         offer_gpu,
         provider,
@@ -305,6 +318,7 @@ def estimate(
             top=top,
             show_all=show_all,
             as_json=as_json,
+            bill=bill,
         )
         return
     if filters != OfferFilters():
@@ -338,8 +352,9 @@ def _rank(
     top: int,
     show_all: bool,
     as_json: bool,
+    bill: bool = False,
 ) -> None:
-    """The ranking of current offers, as a table or JSON."""
+    """The ranking of current offers, as a table (the ranking or, with `bill`, the bills) or JSON."""
     try:
         con, banner = open_reader()
     except WarehouseError as exc:
@@ -357,7 +372,8 @@ def _rank(
     if as_json:
         _print_json(ranked.to_dicts())
         return
-    console.print(_ranking_table(ranking, ranked, fjob, spot, show_all))
+    table = _bill_table(ranked, fjob) if bill else _ranking_table(ranking, ranked, fjob, spot, show_all)
+    console.print(table)
     console.print(fetched_line(ranked, banner, now), highlight=False)
 
 
@@ -427,6 +443,7 @@ def _ranking_table(
                 if ranked["is_spot"].any()
                 else "",
                 _fp16_note(ranked),
+                _bill_note(ranked, fjob),
             )
             if note
         )
@@ -434,7 +451,7 @@ def _ranking_table(
     )
     table.add_column("offer (region)", overflow="fold")
     table.add_column("GPUs", overflow="fold")
-    for column in ("sharding", "GB/GPU", "hours", "on-dem. $", "spot $", "$/M tok"):
+    for column in ("sharding", "GB/GPU", "hours", "on-dem. $", "spot $", "$/M tok", "bill $"):
         table.add_column(column, justify="left" if column == "sharding" else "right", no_wrap=True)
     # price source, age and the spot band get columns of their own where the terminal is wide
     # enough, else a dim second line under the offer
@@ -464,6 +481,7 @@ def _ranking_table(
             _money(r["on_demand_cost_usd"]),
             _money(r["expected_spot_cost_usd"]),
             f"{r['usd_per_million_tokens']:,.3f}",
+            _bill_total(r),
         ]
         if wide:
             cells += [price, *([band] if with_spot else [])]
@@ -472,6 +490,90 @@ def _ranking_table(
 
 
 FP16 = "fp16-mixed"
+# marks a bill with unpublished items: its total adds the known ones only
+UNKNOWN_MARK = "*"
+_BILL_CELLS = (
+    ("compute", "compute_usd"),
+    ("rework", "spot_rework_usd"),
+    ("set-up", "setup_usd"),
+    ("storage", "storage_usd"),
+    ("ckpt", "checkpoint_usd"),
+    ("egress", "egress_usd"),
+    ("ingress", "ingress_usd"),
+    ("idle", "idle_usd"),
+)
+
+
+def _bill_total(row: dict[str, Any]) -> str:
+    mark = UNKNOWN_MARK if row["bill_unknown_items"] else ""
+    return f"{row['total_usd']:,.2f}{mark}"
+
+
+def experiment_text(fjob: FinetuneJob) -> str:
+    """The experiment a bill is for, in the options' words."""
+    exp = fjob.experiment
+    every = (
+        f"{exp.every_hours * 60:g} min"
+        if exp.every_hours is not None
+        else f"{exp.checkpoint_every_steps} steps"
+    )
+    idle = f", {exp.idle_hours * 60:g} min idle between" if exp.runs > 1 else ""
+    return (
+        f"{exp.runs} run(s){idle}, {fjob.dataset_gb:,.1f} GB dataset, checkpoint every {every}, "
+        f"{fjob.download} download"
+    )
+
+
+def _bill_note(rows: pl.DataFrame, fjob: FinetuneJob) -> str:
+    """What the bill column is, and which facts the shown offers' providers leave unpublished."""
+    note = f"bill $: the whole bill of {experiment_text(fjob)}; ranked by it (--bill itemizes)"
+    unknown = rows.filter(rows["bill_unknown_items"].is_not_null())
+    if unknown.is_empty():
+        return note
+    missing = sorted(
+        {f for text in unknown["bill_missing_facts"].drop_nulls().to_list() for f in text.split(", ")}
+    )
+    providers = ", ".join(sorted(set(unknown["provider"].to_list())))
+    return (
+        f"{note}\n{UNKNOWN_MARK}: {providers} leave(s) {', '.join(missing)} unpublished "
+        "(warehouse/seeds/provider_storage.csv): those items are left out of the total"
+    )
+
+
+def _missing_by_provider(rows: pl.DataFrame) -> list[str]:
+    """One line per provider shown with unpublished facts: which."""
+    missing = rows.filter(rows["bill_missing_facts"].is_not_null()).unique("provider", keep="first")
+    return [
+        f"{r['provider']}: {r['bill_missing_facts']} unpublished"
+        for r in missing.sort("provider").iter_rows(named=True)
+    ]
+
+
+def _bill_table(ranked: pl.DataFrame, fjob: FinetuneJob) -> Table:
+    """`estimate --bill`: each shown offer's bill item by item; "?" where a fact is unpublished."""
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        title=f"{fjob.model_id} {fjob.job.method}: the bill of {experiment_text(fjob)} (USD)",
+        caption="\n".join(
+            [
+                f"?: unpublished ({UNKNOWN_MARK} on the total, which adds the known items only); "
+                "see `gpucost providers` for the facts and their sources",
+                *_missing_by_provider(ranked),
+            ]
+        ),
+    )
+    table.add_column("offer (region)", overflow="fold")
+    for label, _ in _BILL_CELLS:
+        table.add_column(label, justify="right", no_wrap=True)
+    table.add_column("total", justify="right", no_wrap=True)
+    table.add_column("unpublished", overflow="fold")
+    for r in ranked.iter_rows(named=True):
+        cells = [f"{r['provider']} {r['instance_type']} ({r['region']})"]
+        cells += ["?" if r[column] is None else f"{r[column]:,.2f}" for _, column in _BILL_CELLS]
+        cells += [_bill_total(r), r["bill_unknown_items"] or ""]
+        table.add_row(*cells)
+    return table
 
 
 def _fp16_note(rows: pl.DataFrame) -> str:
@@ -530,5 +632,13 @@ def _print_stated(
     if answer.cost_usd is not None:
         line += f"; ${answer.cost_usd:,.2f} at ${hw.price_usd_per_gpu_hour:g}/GPU-hour"
     console.print(line, highlight=False)
+    bill = answer.bill
+    if bill["total_usd"] is not None:
+        # stated hardware has no provider: only the GPU time of the experiment is known
+        console.print(
+            f"bill of {experiment_text(fjob)}: ${bill['total_usd']:,.2f} known (compute and spot rework); "
+            f"{bill['bill_unknown_items']} need a provider's facts (rank offers without --gpu)",
+            highlight=False,
+        )
     if answer.warning:
         console.print(f"[yellow]warning:[/] {answer.warning}", highlight=False)

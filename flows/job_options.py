@@ -39,6 +39,8 @@ from finetune import (
 )
 from finetune.job import (
     CheckpointPolicy,
+    Download,
+    Experiment,
     Kernels,
     MixedPrecision,
     OptimizerImpl,
@@ -176,6 +178,45 @@ def parse_tokens(text: str) -> float:
     return value
 
 
+# --- bill options (issue 21): what the experiment carries and how it runs ----------------------
+
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|sec|m|min|h|hour|hours)\s*", re.IGNORECASE)
+_STEPS = re.compile(r"\s*([0-9]+)\s*steps?\s*", re.IGNORECASE)
+_HOURS_PER_UNIT = {
+    "s": 1 / 3600,
+    "sec": 1 / 3600,
+    "m": 1 / 60,
+    "min": 1 / 60,
+    "h": 1.0,
+    "hour": 1.0,
+    "hours": 1.0,
+}
+
+
+def parse_duration_hours(text: str, flag: str) -> float:
+    """ "30m" → 0.5, "2h" → 2.0, "90s" → 0.025; one line naming `flag` otherwise."""
+    match = _DURATION.fullmatch(text)
+    if not match:
+        raise _usage(f"{flag} {text!r}: write a duration like 30m, 1.5h or 90s")
+    return float(match.group(1)) * _HOURS_PER_UNIT[match.group(2).lower()]
+
+
+def parse_checkpoint_every(text: str) -> tuple[float | None, int | None]:
+    """--checkpoint-every as (hours, None) for "30m" / "1h", or (None, steps) for "500steps"."""
+    steps = _STEPS.fullmatch(text)
+    if steps:
+        if int(steps.group(1)) < 1:
+            raise _usage(f"--checkpoint-every {text!r}: checkpoint at least every 1 step")
+        return None, int(steps.group(1))
+    match = _DURATION.fullmatch(text)
+    if not match:
+        raise _usage(f"--checkpoint-every {text!r}: write minutes or hours (30m, 1h) or steps (500steps)")
+    hours = float(match.group(1)) * _HOURS_PER_UNIT[match.group(2).lower()]
+    if hours <= 0:
+        raise _usage(f"--checkpoint-every {text!r}: the interval must be longer than zero")
+    return hours, None
+
+
 # Options shared by both commands (typer reads them from each signature).
 ModelOpt = Annotated[
     str | None,
@@ -260,6 +301,43 @@ TrainEmbeddingsOpt = Annotated[
         help="LoRA/QLoRA: also train a copy of the head, or of embedding and head (PEFT modules_to_save)."
     ),
 ]
+BILL = "The whole bill (estimate)"
+DownloadChoice = _choices("DownloadChoice", Download)
+DatasetGbOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--dataset-gb",
+        min=0.0,
+        rich_help_panel=BILL,
+        help="Dataset size in GB, uploaded to the instance. Default: --tokens × 4 bytes (about 4 "
+        "characters of text, or one int32 id, per token).",
+    ),
+]
+CheckpointEveryOpt = Annotated[
+    str,
+    typer.Option(
+        "--checkpoint-every",
+        rich_help_panel=BILL,
+        help="Checkpoint interval: minutes or hours (30m, 1h) or optimizer steps (500steps). Sets the "
+        "checkpoint writes and the work a spot interruption loses.",
+    ),
+]
+DownloadOpt = Annotated[
+    DownloadChoice | None,
+    typer.Option(
+        rich_help_panel=BILL,
+        help="What each run downloads at its end (egress). Default: adapter for lora/qlora, merged for full.",
+    ),
+]
+RunsOpt = Annotated[int, typer.Option(min=1, rich_help_panel=BILL, help="Training runs in the experiment.")]
+IdleOpt = Annotated[
+    str,
+    typer.Option(
+        rich_help_panel=BILL,
+        help="Inspection time between runs (30m, 1h), billed where a stopped instance still bills.",
+    ),
+]
+DEFAULT_CHECKPOINT_EVERY = "30m"  # finetune.job.DEFAULT_CHECKPOINT_EVERY_HOURS
 DEFAULT_POLICY = CheckpointPolicyChoice("full")
 DEFAULT_IMPL = OptimizerImplChoice("foreach")
 DEFAULT_ZERO3_IMPL = Zero3ImplChoice("fsdp")
@@ -378,6 +456,27 @@ class JobOptions:
     lora_head: bool = False
     # --- modeltime (issue 23) ---
     kernels: str = "plain"
+    # --- bill options (issue 21): the experiment, not the Job ---
+    dataset_gb: float | None = None
+    checkpoint_every: str = DEFAULT_CHECKPOINT_EVERY
+    download: str | None = None
+    runs: int = 1
+    idle: str = "0m"
+
+    def experiment(self) -> Experiment:
+        """The experiment around the run (finetune.job.Experiment) from the bill options."""
+        hours, steps = parse_checkpoint_every(self.checkpoint_every)
+        download = None if self.download is None else _choice_of(self.download, Download, "--download")
+        if download == "adapter" and self.method == "full":
+            raise _usage("--download adapter: full fine-tuning trains no adapter; use merged or none")
+        return Experiment(
+            dataset_gb=self.dataset_gb,
+            checkpoint_every_hours=hours,
+            checkpoint_every_steps=steps,
+            download=download,
+            runs=self.runs,
+            idle_hours=parse_duration_hours(self.idle, "--idle"),
+        )
 
     def model_spec(self) -> ModelSpec:
         """The model of --model or --config; one line and exit 1 when neither resolves."""
@@ -395,7 +494,10 @@ class JobOptions:
 
 
 # JobOptions fields that are not Job fields: what the model is, and the shape _shape derives
-_NOT_JOB_FIELDS = frozenset({"model", "config", "seq_len", "mean_len", "max_len"})
+_NOT_JOB_FIELDS = frozenset(
+    {"model", "config", "seq_len", "mean_len", "max_len"}
+    | {"dataset_gb", "checkpoint_every", "download", "runs", "idle"}  # the experiment's (bill)
+)
 
 # The options `with_job_options` adds, in --help order: (annotation, default) per JobOptions field.
 JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -429,7 +531,20 @@ JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
     "lora_head": (LoraHeadOpt, False),
     # --- modeltime (issue 23) ---
     "kernels": (KernelsOpt, DEFAULT_KERNELS),
+    # --- bill options (issue 21) ---
+    "dataset_gb": (DatasetGbOpt, None),
+    "checkpoint_every": (CheckpointEveryOpt, DEFAULT_CHECKPOINT_EVERY),
+    "download": (DownloadOpt, None),
+    "runs": (RunsOpt, 1),
+    "idle": (IdleOpt, "0m"),
 }
+
+
+def _choice_of(value: str, literal: Any, flag: str) -> Any:
+    for option in get_args(literal):
+        if option == value:
+            return option
+    raise _usage(f"{flag} {value!r}: choose one of {', '.join(get_args(literal))}")
 
 
 def with_job_options(command: Callable[..., None]) -> Callable[..., None]:

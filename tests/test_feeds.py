@@ -286,7 +286,7 @@ def test_v2_renames_the_ambiguous_columns_and_keeps_their_values(published):
 def test_gpu_offers_v3_is_v2_plus_what_the_source_states(published):
     # adding mart columns (issue 18 item 3) made a v3 beside v2; v2's file stays as it was
     v2_feed = next(f for f in V2 if f.name == "gpu_offers")
-    assert [(f.name, f.columns) for f in V3] == [
+    assert [(f.name, f.columns) for f in V3 if f.name == "gpu_offers"] == [
         (
             "gpu_offers",
             (
@@ -317,6 +317,20 @@ def test_gpu_offers_v3_is_v2_plus_what_the_source_states(published):
     )
     assert rows["g6.xlarge"]["variant_source"] == "only_variant"
     assert rows["1x NVIDIA GeForce RTX 4090 (secure)"]["variant_source"] == "only_variant"
+
+
+def test_finetune_costs_v3_is_v2_and_the_whole_bill(published):
+    v2 = pl.read_parquet(published / "finetune_costs.v2.parquet")
+    v3 = pl.read_parquet(published / "finetune_costs.v3.parquet")
+    assert not (published / "finetune_costs.v3.csv").exists()  # Parquet only, as v2
+    assert v3.columns[: len(v2.columns)] == v2.columns
+    bill = v3.columns[len(v2.columns) :]
+    assert "total_usd" in bill and "bill_missing_facts" in bill and "egress_usd" in bill
+    key = ["job_id", "provider", "instance_type", "region", "pricing_type"]
+    assert v3.select(v2.columns).sort(key).equals(v2.sort(key))  # v2's columns mean what they meant
+    # rows in order of the whole bill per job; each total is at least the GPU time
+    assert v3.equals(v3.sort(["job_id", "total_usd"], maintain_order=True))
+    assert (v3["total_usd"] >= v3["compute_usd"] + v3["spot_rework_usd"] - 1e-9).all()
 
 
 def test_price_age_is_hours_from_last_seen_to_generated_at(published):

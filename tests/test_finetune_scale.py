@@ -18,6 +18,14 @@ from hypothesis import strategies as st
 
 import warehouse.finetune_marts as ft
 from finetune import FinetuneJob, Job, ModelSpec, billed_hours, expected_spot_hours
+from finetune.cost import (
+    BILL_ITEMS,
+    ProviderFacts,
+    checkpoint_interval_hours,
+    itemized_bill,
+    job_data,
+    tokens_per_gpu_step,
+)
 from finetune.offer import intra_node_gbytes_per_s
 from finetune.placement import Hardware, MemoryTable, place, plan_job
 from tests.factories import make_offer
@@ -73,6 +81,8 @@ COST_COLUMNS = (
     "expected_spot_cost_usd",
     "cost_usd",
     "usd_per_million_tokens",
+    # the whole bill (issue 21), after what the mart had before it
+    *ft.BILL_COLUMNS,
 )
 
 
@@ -92,7 +102,8 @@ def reference_rows(
     out = []
     for offer in offers.iter_rows(named=True):
         offer = {
-            c: offer.get(c) for c in (*OFFER_SCHEMA, "memory_bandwidth_gbps", "architecture", "gpu_model")
+            c: offer.get(c)
+            for c in (*OFFER_SCHEMA, "memory_bandwidth_gbps", "architecture", "gpu_model", *ft.FACT_SCHEMA)
         }
         hw = Hardware(
             gpu_name=offer["gpu_name"],
@@ -142,25 +153,61 @@ def reference_rows(
                 "priced": False,
                 "unpriced_reason": plan.unpriced_reason,
             }
+            data = job_data(models[fjob.model_id], fjob)
+            row |= {
+                "checkpoint_interval_hours": None,
+                "dataset_gb": data.dataset_gb,
+                "model_download_gb": data.model_download_gb,
+                "checkpoint_gb": data.checkpoint_gb,
+                "result_gb": data.result_gb,
+                "runs": data.runs,
+                "idle_hours": data.idle_hours,
+                **{f"{item}_usd": None for item in BILL_ITEMS},
+                "total_usd": None,
+                "bill_unknown_items": None,
+                "bill_missing_facts": None,
+            }
             if plan.priced and plan.estimated_hours is not None:
                 hours = plan.estimated_hours
+                interval = checkpoint_interval_hours(
+                    fjob.experiment.every_hours,
+                    fjob.experiment.checkpoint_every_steps,
+                    hours,
+                    fjob.train_tokens,
+                    tokens_per_gpu_step(fjob),
+                    plan.gpus_used,
+                )
+                row["checkpoint_interval_hours"] = interval
                 row["priced"] = True
                 if rate is not None:
                     job_rate = rate * plan.nodes_used
                     row["interruptions_per_hour"] = job_rate
-                    hours = expected_spot_hours(
-                        hours, job_rate, ft.CHECKPOINT_INTERVAL_HOURS, ft.RESTART_OVERHEAD_HOURS
-                    )
+                    hours = expected_spot_hours(hours, job_rate, interval, ft.RESTART_OVERHEAD_HOURS)
                     if math.isinf(hours):
                         row["priced"] = False
                         row["unpriced_reason"] = (
                             f"spot interruptions ({job_rate:.3g}/h) outpace checkpoints every "
-                            f"{ft.CHECKPOINT_INTERVAL_HOURS:g} h: the job never finishes"
+                            f"{interval:g} h: the job never finishes"
                         )
                     else:
                         row["expected_spot_hours"] = hours
                 if row["priced"]:
                     row["billed_hours"] = billed_hours(hours, granularity, minimum)
+                    bill = itemized_bill(
+                        hours=plan.estimated_hours,
+                        wall_hours=hours,
+                        price_per_hour=offer["price_usd_per_hour"],
+                        granularity=granularity,
+                        minimum_hours=minimum,
+                        nodes=plan.nodes_used,
+                        interval_hours=interval,
+                        data=data,
+                        facts=ProviderFacts(**{f: offer.get(f) for f in ProviderFacts.__dataclass_fields__}),
+                    )
+                    row |= {f"{item}_usd": bill.items[item] for item in BILL_ITEMS}
+                    row["total_usd"] = bill.total_usd
+                    row["bill_unknown_items"] = ", ".join(bill.unknown_items) or None
+                    row["bill_missing_facts"] = ", ".join(bill.missing_facts) or None
             cost = (
                 row["billed_hours"] * offer["price_usd_per_hour"] * plan.nodes_used if row["priced"] else None
             )

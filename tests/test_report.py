@@ -182,7 +182,8 @@ def test_fit_runs_are_the_cheapest_instance_types_of_each_job_and_pricing_type(r
         replay,
         # the page ranks only offers not marked unavailable (jarvislabs' india-01 takes no new
         # instances), so the expectation leaves those out too
-        "select job_id, c.pricing_type, c.provider, c.instance_type, cost_usd "
+        # ranked by the whole bill (finetune.cost.itemized_bill), as `gpucost estimate` ranks
+        "select job_id, c.pricing_type, c.provider, c.instance_type, total_usd as cost_usd "
         "from marts.finetune_costs as c join marts.gpu_offers as o using "
         "(provider, instance_type, region, pricing_type) "
         "where c.zone is not distinct from o.zone and fits and priced and coalesce(o.available, true)",

@@ -618,6 +618,174 @@ _COLUMNS: tuple[Column, ...] = (
         "cost_usd / train_tokens × 10^6.",
         source="usd_per_million_tokens",
     ),
+    # --- the whole bill (finetune/cost.py itemized_bill; issue 21) ------------------------------
+    _c(
+        "storage_persists_on_stop",
+        "BOOLEAN",
+        "",
+        "Whether the instance's storage survives a stop (provider_storage.csv); null: unpublished.",
+    ),
+    _c(
+        "volume_usd_per_gb_month",
+        "DOUBLE",
+        "USD per GB-month",
+        "Persistent volume price, converted "
+        "from the seed's currency at the latest core.fx_rates rate; null: unpublished.",
+    ),
+    _c("egress_usd_per_gb", "DOUBLE", "USD per GB", "Price of data out to the internet; null: unpublished."),
+    _c(
+        "egress_free_gb_per_month",
+        "DOUBLE",
+        "GB per month",
+        "Egress free each month before the price applies; null: none published (counted as none).",
+    ),
+    _c(
+        "ingress_usd_per_gb", "DOUBLE", "USD per GB", "Price of data in from the internet; null: unpublished."
+    ),
+    _c(
+        "stopped_instance_bills",
+        "BOOLEAN",
+        "",
+        "Whether a stopped instance still bills at its price; null: unpublished.",
+    ),
+    _c(
+        "boot_minutes",
+        "DOUBLE",
+        "minutes",
+        "Typical start-to-ready time the provider documents; null: unpublished.",
+    ),
+    _c(
+        "internet_gbits_per_s",
+        "DOUBLE",
+        GBITS_S,
+        "The instance's internet rate for downloads and uploads; null: unpublished.",
+    ),
+    _c(
+        "disk_write_gbytes_per_s",
+        "DOUBLE",
+        GBYTES_S,
+        "Write rate of the disk checkpoints go to; null: unpublished.",
+    ),
+    _c(
+        "checkpoint_every_hours",
+        "DOUBLE",
+        HOURS,
+        "The job's checkpoint interval in training hours; null when stated in steps.",
+    ),
+    _c(
+        "checkpoint_every_steps",
+        "BIGINT",
+        "optimizer steps",
+        "The job's checkpoint interval in steps; null when stated in hours.",
+    ),
+    _c(
+        "tokens_per_gpu_step",
+        "DOUBLE",
+        "tokens",
+        "Real tokens one GPU trains on per optimizer step "
+        "(micro-batch × length × accumulation × padding efficiency).",
+    ),
+    _c(
+        "checkpoint_interval_hours",
+        "DOUBLE",
+        HOURS,
+        "Training hours between checkpoints on this offer "
+        "(a step interval converted at the offer's speed and GPU count).",
+    ),
+    _c(
+        "dataset_gb",
+        "DOUBLE",
+        GB,
+        "The dataset uploaded to the instance: as stated, else dataset tokens × 4 bytes.",
+    ),
+    _c(
+        "model_download_gb",
+        "DOUBLE",
+        GB,
+        "The base model's weights as downloaded (bf16, 2 bytes per parameter).",
+    ),
+    _c(
+        "checkpoint_gb",
+        "DOUBLE",
+        GB,
+        "One resumable checkpoint: the trained weights and their "
+        "optimizer state (adapters only for LoRA/QLoRA).",
+    ),
+    _c(
+        "result_gb",
+        "DOUBLE",
+        GB,
+        "What each run downloads at its end: merged weights, the adapter, or nothing.",
+    ),
+    _c("runs", "BIGINT", "runs", "Training runs in the experiment."),
+    _c("idle_hours", "DOUBLE", HOURS, "Inspection time between consecutive runs."),
+    _c("compute_usd", "DOUBLE", "USD", "runs × billed useful hours × price × nodes."),
+    _c(
+        "spot_rework_usd",
+        "DOUBLE",
+        "USD",
+        "runs × (billed expected spot hours − billed useful hours) × "
+        "price × nodes: work since the last checkpoint plus restarts; 0 on demand.",
+    ),
+    _c(
+        "setup_usd",
+        "DOUBLE",
+        "USD",
+        "Boot, model download and dataset upload per session at the "
+        "internet rate, billed as GPU time; null where a fact it needs is unpublished.",
+    ),
+    _c(
+        "storage_usd",
+        "DOUBLE",
+        "USD",
+        "Volume price × (dataset + model + latest checkpoint) × the "
+        "experiment's duration; 0 where nothing persists (re-upload in setup); null: unpublished.",
+    ),
+    _c(
+        "checkpoint_usd",
+        "DOUBLE",
+        "USD",
+        "Checkpoint writes at the disk write rate, billed as GPU time; null: the rate is unpublished.",
+    ),
+    _c(
+        "egress_usd",
+        "DOUBLE",
+        "USD",
+        "The runs' downloads beyond the monthly free allowance × the egress price; null: unpublished.",
+    ),
+    _c(
+        "ingress_usd",
+        "DOUBLE",
+        "USD",
+        "GB moved in (model and dataset, each session they move) × the ingress price; null: unpublished.",
+    ),
+    _c(
+        "idle_usd",
+        "DOUBLE",
+        "USD",
+        "Idle time between runs at the instance price where a stopped "
+        "instance still bills, else 0; null: unpublished.",
+    ),
+    _c(
+        "total_usd",
+        "DOUBLE",
+        "USD",
+        "The experiment's whole bill: the sum of the known items; offers rank by it.",
+    ),
+    _c(
+        "bill_unknown_items",
+        "VARCHAR",
+        "",
+        "The bill items left out of total_usd because a fact is "
+        "unpublished (comma-separated); null: the bill is complete.",
+    ),
+    _c(
+        "bill_missing_facts",
+        "VARCHAR",
+        "",
+        "The provider_storage.csv facts those items need and the "
+        "provider does not publish (comma-separated); null: none.",
+    ),
 )
 
 

@@ -15,6 +15,10 @@ then renamed into place, so a reader never sees half a file.
 * v3 (`gpu_offers.v3`, beside v2): v2's columns plus `price_covers`, `vram_gb_stated`,
   `vram_source`, `spec_conflict`, `gpu_variant` and `variant_source`. Rows are every current offer,
   as in v2: an unavailable one stays, its `available` false (feeds are data, not rankings).
+* `finetune_costs.v3` (beside v2, Parquet only like it): v2's columns plus the whole bill of the
+  job's experiment (finetune.cost.itemized_bill): its checkpoint interval and sizes, each item in
+  USD (null where the provider leaves a fact unpublished), `total_usd` of the known items, and
+  which items and facts are unknown; rows in the order of that total.
 * `manifest.json` (every file of the publication: rows, bytes, sha256; run id, generated_at, live or
   replay) is written last, also by rename: once it names a run, every file it lists is in place.
 
@@ -155,6 +159,70 @@ _GPU_OFFERS_V3: tuple[str, ...] = (
     "variant_source",
 )
 
+# finetune_costs v2's columns, pinned; v3 is v2 plus the whole bill
+_FINETUNE_COSTS_V2: tuple[str, ...] = (
+    "job_id",
+    "model_id",
+    "method",
+    "seq_len_tokens",
+    "micro_batch_sequences",
+    "precision",
+    "optimizer",
+    "lora_rank_used",
+    "train_tokens",
+    "provider",
+    "instance_type",
+    "region",
+    "zone",
+    "pricing_type",
+    "is_spot",
+    "price_source",
+    "gpu_name",
+    "gpu_count",
+    "vram_gb_per_gpu",
+    "price_usd_per_hour",
+    "price_usd_per_gpu_hour",
+    "memory_per_gpu_gb",
+    "usable_vram_per_gpu_gb",
+    "sharding",
+    "gpus_used",
+    "nodes_used",
+    "gpus_per_node",
+    "estimated_hours",
+    "interruptions_per_hour",
+    "interruption_source",
+    "expected_spot_hours",
+    "billing_granularity",
+    "billed_hours",
+    "on_demand_cost_usd",
+    "expected_spot_cost_usd",
+    "cost_usd",
+    "cost_usd_per_million_tokens",
+    "last_seen_at",
+    "price_age_hours",
+)
+_FINETUNE_COSTS_V3: tuple[str, ...] = (
+    *_FINETUNE_COSTS_V2,
+    "checkpoint_interval_hours",
+    "dataset_gb",
+    "model_download_gb",
+    "checkpoint_gb",
+    "result_gb",
+    "runs",
+    "idle_hours",
+    "compute_usd",
+    "spot_rework_usd",
+    "setup_usd",
+    "storage_usd",
+    "checkpoint_usd",
+    "egress_usd",
+    "ingress_usd",
+    "idle_usd",
+    "total_usd",
+    "bill_unknown_items",
+    "bill_missing_facts",
+)
+
 FEEDS: tuple[Feed, ...] = (
     Feed(
         name="gpu_offers",
@@ -271,47 +339,7 @@ FEEDS: tuple[Feed, ...] = (
         version=2,
         relation="marts.finetune_costs",
         source_sql=_FINETUNE_COSTS_V2_SOURCE,
-        columns=(
-            "job_id",
-            "model_id",
-            "method",
-            "seq_len_tokens",
-            "micro_batch_sequences",
-            "precision",
-            "optimizer",
-            "lora_rank_used",
-            "train_tokens",
-            "provider",
-            "instance_type",
-            "region",
-            "zone",
-            "pricing_type",
-            "is_spot",
-            "price_source",
-            "gpu_name",
-            "gpu_count",
-            "vram_gb_per_gpu",
-            "price_usd_per_hour",
-            "price_usd_per_gpu_hour",
-            "memory_per_gpu_gb",
-            "usable_vram_per_gpu_gb",
-            "sharding",
-            "gpus_used",
-            "nodes_used",
-            "gpus_per_node",
-            "estimated_hours",
-            "interruptions_per_hour",
-            "interruption_source",
-            "expected_spot_hours",
-            "billing_granularity",
-            "billed_hours",
-            "on_demand_cost_usd",
-            "expected_spot_cost_usd",
-            "cost_usd",
-            "cost_usd_per_million_tokens",
-            "last_seen_at",
-            "price_age_hours",
-        ),
+        columns=_FINETUNE_COSTS_V2,
         order_by=("job_id", "cost_usd", "provider", "instance_type", "region", "zone", "pricing_type"),
         where="fits and priced",
         # Parquet only: see the module docstring
@@ -321,6 +349,23 @@ FEEDS: tuple[Feed, ...] = (
         "`core.finetune_jobs`), the offer, memory per GPU, placement, hours, cost, and the price's "
         "freshness (joined from `marts.gpu_offers`). Parquet only: one row per job × fitting offer is "
         "millions of rows on a live warehouse, where CSV is an order of magnitude larger.",
+        documented_names=True,
+    ),
+    Feed(
+        name="finetune_costs",
+        version=3,
+        relation="marts.finetune_costs",
+        source_sql=_FINETUNE_COSTS_V2_SOURCE,
+        columns=_FINETUNE_COSTS_V3,
+        order_by=("job_id", "total_usd", "provider", "instance_type", "region", "zone", "pricing_type"),
+        where="fits and priced",
+        formats=("parquet",),
+        description="v2 and the whole bill of each job's experiment on each offer it fits "
+        "(finetune.cost.itemized_bill): compute, spot rework, set-up, storage, checkpoint writes, "
+        "egress, ingress and idle time in USD under the provider's published facts "
+        "(warehouse/seeds/provider_storage.csv), null where a fact is unpublished; `total_usd` adds "
+        "the known items, `bill_unknown_items` and `bill_missing_facts` say what is left out. "
+        "Parquet only, as v2.",
         documented_names=True,
     ),
 )

@@ -64,6 +64,7 @@ from finetune import (
     flops_per_token,
     trainable_params,
 )
+from finetune.cost import BILL_ITEMS, BITS_PER_BYTE, FACTS, job_data, tokens_per_gpu_step
 from finetune.offer import (
     CHECKPOINT_INTERVAL_HOURS,
     DEFAULT_INTERRUPTIONS_PER_HOUR,
@@ -248,12 +249,85 @@ select
         as interruption_rate_min,
     try_cast(json_extract_string(offers.provider_data, '$.interruption_rate_max') as double)
         as interruption_rate_max,
-    offers.is_stale
+    offers.is_stale,
+    {fact_columns}
 from marts.gpu_offers as offers
 left join core.gpus as gpus on offers.gpu_name = gpus.gpu_name
+left join ({facts}) as facts on offers.provider = facts.provider
 where offers.gpu_count > 0 and offers.vram_gb > 0 and offers.price_usd_per_hour > 0
 order by offers.provider, offers.instance_type, offers.region, offers.zone, offers.pricing_type
 """
+
+
+# A provider's bill facts (finetune.cost.ProviderFacts), prices in USD, as every offer carries them.
+FACT_SCHEMA: dict[str, Any] = {
+    "storage_persists_on_stop": pl.Boolean,
+    "volume_usd_per_gb_month": pl.Float64,
+    "egress_usd_per_gb": pl.Float64,
+    "egress_free_gb_per_month": pl.Float64,
+    "ingress_usd_per_gb": pl.Float64,
+    "stopped_instance_bills": pl.Boolean,
+    "boot_minutes": pl.Float64,
+    "internet_gbits_per_s": pl.Float64,
+    "disk_write_gbytes_per_s": pl.Float64,
+}
+_FACT_COLUMNS = tuple(FACT_SCHEMA)
+
+# core.provider_storage (warehouse/seeds/provider_storage.csv, loaded with auto_detect, so every
+# column is cast here: an all-empty column comes in as VARCHAR) with its prices converted to USD
+# at the latest rate of core.fx_rates. A price in a currency without a rate is unknown (null).
+_PROVIDER_FACTS_SQL = """
+select
+    facts.provider,
+    try_cast(facts.storage_persists_on_stop as boolean) as storage_persists_on_stop,
+    try_cast(facts.volume_price_per_gb_month as double) * fx.usd_per_unit as volume_usd_per_gb_month,
+    try_cast(facts.egress_price_per_gb as double) * fx.usd_per_unit as egress_usd_per_gb,
+    try_cast(facts.egress_free_gb_per_month as double) as egress_free_gb_per_month,
+    try_cast(facts.ingress_price_per_gb as double) * fx.usd_per_unit as ingress_usd_per_gb,
+    try_cast(facts.stopped_instance_bills as boolean) as stopped_instance_bills,
+    try_cast(facts.boot_minutes as double) as boot_minutes,
+    try_cast(facts.internet_gbits_per_s as double) as internet_gbits_per_s,
+    try_cast(facts.disk_write_gbytes_per_s as double) as disk_write_gbytes_per_s
+from core.provider_storage as facts
+left join (
+    select 'USD' as currency, 1.0::double as usd_per_unit
+    {other_rates}
+) as fx on upper(trim(facts.currency::varchar)) = fx.currency
+"""
+_LATEST_RATES_SQL = """
+    union all
+    select currency, usd_per_unit from core.fx_rates
+    where currency <> 'USD'
+    qualify row_number() over (partition by currency order by rate_date desc) = 1
+"""
+# no facts seed yet: every fact unknown
+_NO_FACTS_SQL = "select null::varchar as provider, " + ", ".join(
+    f"null::{'boolean' if t == pl.Boolean else 'double'} as {c}" for c, t in FACT_SCHEMA.items()
+)
+
+
+def _table_exists(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
+    return bool(
+        con.execute(
+            "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
+            [schema, name],
+        ).fetchall()[0][0]
+    )
+
+
+def provider_facts_sql(con: duckdb.DuckDBPyConnection) -> str:
+    """A select of one row per provider with its bill facts (FACT_SCHEMA); no rows without the seed."""
+    if not _table_exists(con, "core", "provider_storage"):
+        return _NO_FACTS_SQL + " where false"
+    rates = _LATEST_RATES_SQL if _table_exists(con, "core", "fx_rates") else ""
+    return _PROVIDER_FACTS_SQL.format(other_rates=rates)
+
+
+def offers_sql(con: duckdb.DuckDBPyConnection) -> str:
+    """The select behind `read_offers` on this warehouse (with or without the facts seed)."""
+    return _OFFERS_SQL.format(
+        facts=provider_facts_sql(con), fact_columns=", ".join(f"facts.{c}" for c in _FACT_COLUMNS)
+    )
 
 
 # Every column `read_offers` returns, typed: the frame a hand-built offer (answers.estimate's
@@ -286,6 +360,7 @@ OFFER_SCHEMA: dict[str, Any] = {
     "interruption_rate_min": pl.Float64,
     "interruption_rate_max": pl.Float64,
     "is_stale": pl.Boolean,
+    **FACT_SCHEMA,
 }
 
 
@@ -297,7 +372,7 @@ def read_offers(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     ).fetchall()[0][0]
     if not found:
         raise WarehouseError("no marts.gpu_offers yet; run `gpucost refresh` first")
-    return con.sql(_OFFERS_SQL).pl()
+    return con.sql(offers_sql(con)).pl()
 
 
 # --- per-offer pricing inputs, column-wise ----------------------------------------------------
@@ -331,6 +406,7 @@ _OPTIONAL_OFFER_COLUMNS: dict[str, Any] = {
     "memory_bandwidth_gbps": pl.Float64,
     "architecture": pl.String,
     "gpu_model": pl.String,
+    **FACT_SCHEMA,
 }
 
 _OFFER_COLUMNS = (
@@ -379,7 +455,8 @@ final as (
         {_granularity_sql("offers.billing_granularity")} as billing_granularity,
         coalesce(offers.minimum_charge_seconds, 0) / 3600 as minimum_billed_hours,
         spot_rates.interruptions_per_hour,
-        spot_rates.interruption_source
+        spot_rates.interruption_source,
+        {", ".join(f"offers.{c}" for c in _FACT_COLUMNS)}
     from offers
     inner join hardware on {_null_safe(_HARDWARE_COLUMNS, "offers", "hardware")}
     inner join spot_rates on {_null_safe(_SPOT_COLUMNS, "offers", "spot_rates")}
@@ -466,6 +543,35 @@ _PLAN_SCHEMA: dict[str, Any] = {
     "unpriced_reason": pl.String,
 }
 _PLAN_FIELDS = tuple(_PLAN_SCHEMA)[6:]
+# What the bill reads of the job (finetune.cost.job_data, the experiment's checkpoint interval),
+# the same on every hardware; held in the plans so the cost view needs no other table.
+_JOB_DATA_SCHEMA: dict[str, Any] = {
+    "dataset_gb": pl.Float64,
+    "model_download_gb": pl.Float64,
+    "checkpoint_gb": pl.Float64,
+    "result_gb": pl.Float64,
+    "runs": pl.Int64,
+    "idle_hours": pl.Float64,
+    "checkpoint_every_hours": pl.Float64,
+    "checkpoint_every_steps": pl.Int64,
+    "tokens_per_gpu_step": pl.Float64,
+}
+_PLAN_SCHEMA |= _JOB_DATA_SCHEMA
+
+
+def _job_data_row(fjob: FinetuneJob, model: ModelSpec) -> tuple[Any, ...]:
+    data = job_data(model, fjob)
+    return (
+        data.dataset_gb,
+        data.model_download_gb,
+        data.checkpoint_gb,
+        data.result_gb,
+        data.runs,
+        data.idle_hours,
+        fjob.experiment.every_hours,
+        fjob.experiment.checkpoint_every_steps,
+        tokens_per_gpu_step(fjob),
+    )
 
 
 def code_fingerprint() -> str:
@@ -503,12 +609,14 @@ def plans_frame(
     skipped = set(skip)
     meta: list[tuple[str, str, str, str, float, int]] = []
     plans: list[Plan] = []
+    data: list[tuple[Any, ...]] = []
     for fjob in jobs:
         key = keys[fjob.job_id] if keys is not None else fjob.job_id
         todo = [(k, m) for k, m in machines.items() if (key, k) not in skipped]
         if not todo:
             continue
         job_memory = memory.for_job(models[fjob.model_id], fjob.job)
+        job_row = _job_data_row(fjob, models[fjob.model_id])
         placements: dict[tuple[int, float, int], Placement] = {}
         row = (fjob.job_id, key, fjob.model_id, fjob.job.method, fjob.train_tokens)
         for hw_key, (hw, limit) in todo:
@@ -517,10 +625,12 @@ def plans_frame(
                 placements[spot] = placer(job_memory, *spot)
             plans.append(plan_job(fjob, hw, placements[spot], job_memory))
             meta.append((*row, hw_key))
+            data.append(job_row)
     # column by column: a dict per row costs more than the plans themselves at 150k rows
     names = tuple(_PLAN_SCHEMA)[:6]
     columns: dict[str, list[Any]] = {name: [row[i] for row in meta] for i, name in enumerate(names)}
     columns |= {name: [getattr(plan, name) for plan in plans] for name in _PLAN_FIELDS}
+    columns |= {name: [row[i] for row in data] for i, name in enumerate(_JOB_DATA_SCHEMA)}
     return pl.DataFrame(columns, schema=_PLAN_SCHEMA)
 
 
@@ -532,14 +642,55 @@ def plans_frame(
 #   billed_hours(h, unit, minimum): q = h × units; n = ceil(q − 1e-9 · max(1, q)); b = n / units,
 #     one unit more if b < h; at least minimum.
 #   expected_spot_hours(h, λ, c, R) = h / (1 − λ·(c/2 + R)), never finishing when λ·(c/2 + R) ≥ 1.
-# λ is the instance rate × nodes: any node's interruption stops the whole job.
+# λ is the instance rate × nodes: any node's interruption stops the whole job; c is the job's
+# checkpoint interval (finetune.cost.checkpoint_interval_hours).
+# The bill's items are finetune.cost.itemized_bill's, written out the same way (its docstring
+# gives the formulas); tests/test_finetune_scale.py holds every item equal to it row for row.
 
+# the loss per interruption of a job checkpointing at the default interval
 _LOSS_PER_INTERRUPTION_HOURS = CHECKPOINT_INTERVAL_HOURS / 2 + RESTART_OVERHEAD_HOURS
 _UNITS_PER_HOUR = "case billing_granularity when 'second' then 3600 when 'minute' then 60 else 1 end"
-_NEVER_FINISHES = (
-    f"spot interruptions ({{:.3g}}/h) outpace checkpoints every {CHECKPOINT_INTERVAL_HOURS:g} h: "
-    "the job never finishes"
+_NEVER_FINISHES = "spot interruptions ({:.3g}/h) outpace checkpoints every {:g} h: the job never finishes"
+# The bill columns of marts.finetune_costs, after the columns it had before the bill.
+BILL_COLUMNS = (
+    "checkpoint_interval_hours",
+    "dataset_gb",
+    "model_download_gb",
+    "checkpoint_gb",
+    "result_gb",
+    "runs",
+    "idle_hours",
+    *(f"{item}_usd" for item in BILL_ITEMS),
+    "total_usd",
+    "bill_unknown_items",
+    "bill_missing_facts",
 )
+
+
+def _sum_known_sql(items: Sequence[str]) -> str:
+    first, *rest = items
+    return " + ".join([f"{first}_usd", *(f"coalesce({item}_usd, 0.0)" for item in rest)])
+
+
+def _listed_sql(cases: Sequence[tuple[str, str]]) -> str:
+    """`a, b` of the labels whose condition holds, null when none does."""
+    whens = ", ".join(f"case when {cond} then '{label}' end" for label, cond in cases)
+    return f"nullif(concat_ws(', ', {whens}), '')"
+
+
+# when each fact's absence leaves an item unknown (finetune.cost.itemized_bill's `missing`)
+_MISSING_FACT_SQL: dict[str, str] = {
+    "storage_persists_on_stop": "volume_usd_per_gb_month is null and storage_persists_on_stop is null",
+    "volume_price_per_gb_month": "volume_usd_per_gb_month is null "
+    "and storage_persists_on_stop is distinct from false",
+    "egress_price_per_gb": "out_gb <> 0 and egress_usd_per_gb is null",
+    "ingress_price_per_gb": "moved_gb is distinct from 0 and ingress_usd_per_gb is null",
+    "stopped_instance_bills": "gap_hours <> 0 and stopped_instance_bills is null",
+    "boot_minutes": "boot_minutes is null",
+    "internet_gbits_per_s": "internet_gbits_per_s is null",
+    "disk_write_gbytes_per_s": "checkpoint_writes <> 0 and disk_write_gbytes_per_s is null",
+}
+assert tuple(_MISSING_FACT_SQL) == FACTS
 
 
 def _billed_hours_sql(hours: str) -> str:
@@ -577,7 +728,9 @@ joined as (
         offers.minimum_billed_hours,
         {_UNITS_PER_HOUR} as units_per_hour,
         plans.unpriced_reason as plan_unpriced_reason,
-        plans.unpriced_reason is null and plans.estimated_hours is not null as plan_priced
+        plans.unpriced_reason is null and plans.estimated_hours is not null as plan_priced,
+        {", ".join(f"plans.{c}" for c in _JOB_DATA_SCHEMA)},
+        {", ".join(f"offers.{c}" for c in _FACT_COLUMNS)}
     from offers
     inner join plans on offers.hardware_key = plans.hardware_key
 ),
@@ -587,19 +740,29 @@ spot as (
         *,
         case
             when plan_priced then instance_interruptions_per_hour * nodes_used
-        end as job_interruptions_per_hour
+        end as job_interruptions_per_hour,
+        case
+            when plan_priced and checkpoint_every_hours is not null then checkpoint_every_hours
+            when plan_priced
+                then checkpoint_every_steps * estimated_hours
+                    / (train_tokens / (tokens_per_gpu_step * gpus_used))
+        end as interval_hours
     from joined
+),
+
+losses as (
+    select
+        *,
+        job_interruptions_per_hour * (interval_hours / 2 + {RESTART_OVERHEAD_HOURS!r}) as waste
+    from spot
 ),
 
 wall as (
     select
         *,
-        job_interruptions_per_hour * {_LOSS_PER_INTERRUPTION_HOURS!r} >= 1 as never_finishes,
-        case
-            when job_interruptions_per_hour * {_LOSS_PER_INTERRUPTION_HOURS!r} < 1
-                then estimated_hours / (1 - job_interruptions_per_hour * {_LOSS_PER_INTERRUPTION_HOURS!r})
-        end as spot_hours
-    from spot
+        waste >= 1 as never_finishes,
+        case when waste < 1 then estimated_hours / (1 - waste) end as spot_hours
+    from losses
 ),
 
 billing as (
@@ -611,8 +774,83 @@ billing as (
                 then {_billed_hours_sql("estimated_hours")}
             when plan_priced and not never_finishes
                 then {_billed_hours_sql("spot_hours")}
-        end as billed
+        end as billed,
+        case
+            when plan_priced and not coalesce(never_finishes, false)
+                then {_billed_hours_sql("estimated_hours")}
+        end as billed_work
     from wall
+),
+
+quantities as (
+    select
+        *,
+        case
+            when volume_usd_per_gb_month is not null or storage_persists_on_stop then true
+            else storage_persists_on_stop
+        end as keeps_data,
+        model_download_gb + dataset_gb as session_gb,
+        runs * coalesce(spot_hours, estimated_hours) + (runs - 1) * idle_hours as experiment_hours,
+        dataset_gb + model_download_gb + checkpoint_gb as stored_gb,
+        runs * floor(estimated_hours / interval_hours) as checkpoint_writes,
+        runs * result_gb as out_gb,
+        (runs - 1) * idle_hours as gap_hours
+    from billing
+),
+
+moved as (
+    select
+        *,
+        case
+            when runs = 1 or keeps_data then session_gb
+            when not keeps_data then runs * session_gb
+        end as moved_gb
+    from quantities
+),
+
+items as (
+    select
+        *,
+        case when is_priced then runs * billed_work * price_usd_per_hour * nodes_used end as compute_usd,
+        case
+            when is_priced then runs * (billed - billed_work) * price_usd_per_hour * nodes_used
+        end as spot_rework_usd,
+        case
+            when is_priced and boot_minutes is not null and internet_gbits_per_s is not null
+                and moved_gb is not null
+                then (runs * boot_minutes / 60 + moved_gb * {BITS_PER_BYTE} / internet_gbits_per_s / 3600)
+                    * price_usd_per_hour * nodes_used
+        end as setup_usd,
+        case
+            when not is_priced then null
+            when volume_usd_per_gb_month is not null
+                then volume_usd_per_gb_month * stored_gb * experiment_hours / {HOURS_PER_MONTH!r}
+            when storage_persists_on_stop = false then 0.0
+        end as storage_usd,
+        case
+            when not is_priced then null
+            when checkpoint_writes = 0 then 0.0
+            when disk_write_gbytes_per_s is not null
+                then checkpoint_writes * checkpoint_gb / disk_write_gbytes_per_s / 3600
+                    * price_usd_per_hour * nodes_used
+        end as checkpoint_usd,
+        case
+            when not is_priced then null
+            when out_gb = 0 then 0.0
+            when egress_usd_per_gb is not null
+                then greatest(0.0, out_gb - coalesce(egress_free_gb_per_month, 0.0)) * egress_usd_per_gb
+        end as egress_usd,
+        case
+            when not is_priced then null
+            when moved_gb = 0 then 0.0
+            when ingress_usd_per_gb is not null and moved_gb is not null then moved_gb * ingress_usd_per_gb
+        end as ingress_usd,
+        case
+            when not is_priced then null
+            when gap_hours = 0 or stopped_instance_bills = false then 0.0
+            when stopped_instance_bills then gap_hours * price_usd_per_hour * nodes_used
+        end as idle_usd
+    from moved
 ),
 
 final as (
@@ -632,7 +870,7 @@ final as (
         case
             when not plan_priced then plan_unpriced_reason
             when never_finishes then format('{_NEVER_FINISHES.replace("{", "{{").replace("}", "}}")}',
-                job_interruptions_per_hour)
+                job_interruptions_per_hour, interval_hours)
         end as unpriced_reason,
         case when is_priced and not is_spot then billed * price_usd_per_hour * nodes_used end
             as on_demand_cost_usd,
@@ -640,8 +878,21 @@ final as (
             as expected_spot_cost_usd,
         case when is_priced then billed * price_usd_per_hour * nodes_used end as cost_usd,
         case when is_priced then billed * price_usd_per_hour * nodes_used / train_tokens * 1e6 end
-            as usd_per_million_tokens
-    from billing
+            as usd_per_million_tokens,
+        interval_hours as checkpoint_interval_hours,
+        dataset_gb,
+        model_download_gb,
+        checkpoint_gb,
+        result_gb,
+        runs,
+        idle_hours,
+        {", ".join(f"{item}_usd" for item in BILL_ITEMS)},
+        case when is_priced then {_sum_known_sql(BILL_ITEMS)} end as total_usd,
+        case
+            when is_priced then {_listed_sql([(item, f"{item}_usd is null") for item in BILL_ITEMS])}
+        end as bill_unknown_items,
+        case when is_priced then {_listed_sql(list(_MISSING_FACT_SQL.items()))} end as bill_missing_facts
+    from items
 )
 
 select * from final
@@ -726,8 +977,8 @@ def _reusable_plans(con: duckdb.DuckDBPyConnection) -> set[tuple[str, int]]:
     if _relation_type(con, "marts", "finetune_plans") is None:
         return set()
     columns = {c[0] for c in con.execute("describe marts.finetune_plans").fetchall()}
-    if not {"job_key", "hardware_key"} <= columns:
-        return set()
+    if columns != set(_PLAN_SCHEMA):
+        return set()  # planned by code with other columns: plan again, and replace the table
     return set(con.execute("select job_key, hardware_key from marts.finetune_plans").fetchall())
 
 
@@ -749,7 +1000,7 @@ def build_finetune_marts(
     requirements = requirements_frame(jobs, models, memory)
     # a stale provider's offers (warehouse/lifecycle.py) are priced by no job: the cost mart, the
     # page's fit view and the finetune_costs feeds all read this mart
-    source = f"(\nselect * from (\n{_OFFERS_SQL}\n) where not is_stale\n)"
+    source = f"(\nselect * from (\n{offers_sql(con)}\n) where not is_stale\n)"
     inputs = offer_inputs(con, source)
     fingerprint = code_fingerprint()
     keys = {fjob.job_id: job_key(fingerprint, fjob, models[fjob.model_id]) for fjob in jobs}

@@ -575,6 +575,8 @@
         cell(usd(o.on_demand_cost_usd), o.on_demand_cost_usd, "num"),
         cell(usd(o.expected_spot_cost_usd), o.expected_spot_cost_usd, "num"),
         cell(usd(o.usd_per_million_tokens), o.usd_per_million_tokens, "num"),
+        cell('<span title="' + esc(o.bill_unknown_items ? "unpublished: " + o.bill_unknown_items : "complete") + '">' +
+          usd(o.total_usd) + (o.bill_unknown_items ? "*" : "") + "</span>", o.total_usd, "num"),
         cell('<span class="warn">' + esc(warnings.join("; ")) + "</span>"),
       ].map(td).join("") + "</tr>";
     }).join("");

@@ -1,4 +1,5 @@
--- Per job and pricing type, the cheapest offers that fit and are priced, one per instance type.
+-- Per job and pricing type, the offers that fit and are priced with the smallest whole bill
+-- (total_usd), one per instance type.
 with
 
 -- an offer its provider marks unavailable now ranks only with $include_unavailable
@@ -21,7 +22,7 @@ per_instance as (
         *,
         row_number() over (
             partition by job_id, provider, instance_type, pricing_type
-            order by cost_usd, region, zone nulls first
+            order by total_usd, region, zone nulls first
         ) as region_rank
     from fits
 ),
@@ -31,7 +32,7 @@ ranked as (
         *,
         row_number() over (
             partition by job_id, pricing_type
-            order by cost_usd, provider, instance_type
+            order by total_usd, provider, instance_type
         ) as rank
     from per_instance
     where region_rank = 1
@@ -60,6 +61,8 @@ final as (
         expected_spot_cost_usd,
         cost_usd,
         usd_per_million_tokens,
+        total_usd,
+        bill_unknown_items,
         interruptions_per_hour,
         fabric_warning
     from ranked
