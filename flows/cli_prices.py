@@ -30,7 +30,7 @@ from rich.table import Table
 from answers import prices as answers
 from answers.prices import OfferFilters, split_list
 from flows.output import console, err
-from warehouse.db import WarehouseError, open_reader
+from warehouse.db import NO_LIVE_REFRESH, SAMPLE_BANNER, WarehouseError, open_reader
 
 # --- options shared with `gpucost estimate` ------------------------------------------------------
 
@@ -124,14 +124,32 @@ def make_filters(
 
 
 def open_answers() -> tuple[duckdb.DuckDBPyConnection, str | None]:
-    """The read-only warehouse; its sample-data banner is printed to stderr, and returned."""
+    """The read-only warehouse and its banner (`open_reader`); the sample-data banner is printed to
+    stderr, the no-prices one is left to the empty answer, which says it once as its reason."""
     try:
         con, banner = open_reader()
     except WarehouseError as exc:
         raise _fail(str(exc)) from None
-    if banner:
+    if banner == SAMPLE_BANNER:
         err.print(f"[yellow]{banner}[/]")
     return con, banner
+
+
+def _why_no_prices(
+    con: duckdb.DuckDBPyConnection, banner: str | None, filters: OfferFilters, now: datetime
+) -> str:
+    """Why `prices` has nothing to show: no refresh loaded any, the filters removed every row, or
+    every provider's offers are closed or stale. "Loosen a filter" only when one removed rows."""
+    if banner == NO_LIVE_REFRESH:
+        return NO_LIVE_REFRESH
+    everything = OfferFilters(include_stale=True, include_unavailable=True)
+    if filters.describe() and not answers.prices(con, everything, now).is_empty():
+        asked = filters.describe()
+        return f"no current offers match {asked}; loosen a filter or see `gpucost prices` without it"
+    return (
+        "no current offers in the warehouse: every provider's offers are closed or stale "
+        "(`gpucost status` says why)"
+    )
 
 
 # --- formatting ---------------------------------------------------------------------------------
@@ -151,7 +169,7 @@ def format_age(hours: float | None) -> str:
 def fetched_line(frame: pl.DataFrame, banner: str | None, now: datetime) -> str:
     """ "live prices fetched 2026-12-01 09:25 UTC (3m ago)", or a range when rows differ."""
     oldest, newest = answers.fetched_between(frame)
-    kind = "sample prices (replay cassette, not live)" if banner else "live prices"
+    kind = "sample prices (replay cassette, not live)" if banner == SAMPLE_BANNER else "live prices"
     if oldest is None or newest is None:
         return f"{kind}: none shown"
     if f"{oldest:%Y-%m-%d %H:%M}" == f"{newest:%Y-%m-%d %H:%M}":
@@ -280,17 +298,12 @@ def prices(
     con, banner = open_answers()
     try:
         rows = answers.prices(con, filters, now)
+        if rows.is_empty():
+            raise _fail(_why_no_prices(con, banner, filters, now))
     except WarehouseError as exc:
         raise _fail(str(exc)) from None
     finally:
         con.close()
-    if rows.is_empty():
-        asked = filters.describe()
-        raise _fail(
-            f"no current offers match {asked}; loosen a filter or see `gpucost prices` without it"
-            if asked
-            else "no current offers in the warehouse; run `gpucost refresh`"
-        )
     rows = rows.select(PRICE_COLUMNS)
     if as_json or as_csv:
         _print_rows(rows, as_json)
@@ -394,7 +407,10 @@ def history(
         con.close()
     if intervals.is_empty():
         raise _fail(
-            f"no prices match {filters.describe()} since {start:%Y-%m-%d %H:%M} UTC; try a longer --since"
+            NO_LIVE_REFRESH
+            if banner == NO_LIVE_REFRESH
+            else f"no prices match {filters.describe()} since {start:%Y-%m-%d %H:%M} UTC; "
+            "try a longer --since"
         )
     if as_json or as_csv:
         _print_rows(intervals.select(HISTORY_COLUMNS).sort(["gpu_name", "provider", "valid_from"]), as_json)
