@@ -36,7 +36,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -159,7 +159,7 @@ class RefreshInterrupted(Exception):
     def kept(self) -> str:
         """One line: what the interrupted run left in the warehouse and the feeds."""
         loaded = self.summary.loaded
-        names = ", ".join(o.provider for o in loaded)
+        names = ", ".join(sorted(o.provider for o in loaded))
         kept = (
             f"kept {len(loaded)} provider(s) landed before the signal ({names})" if loaded else "kept nothing"
         )
@@ -274,6 +274,11 @@ class LocalRunner:
                 target=_run_into, args=(job, future), name=f"fetch-{provider}", daemon=True
             ).start()
             futures.append(future)
+        # a signal may land on a fetching thread, and Python runs its handler only when the main
+        # thread wakes: wait in short slices so Ctrl-C and SIGTERM take effect within a fraction of
+        # a second instead of when the slowest request ends
+        while wait(futures, timeout=0.2).not_done:
+            pass
         return [future.result() for future in futures]
 
     def step(self, name: str, fn: Callable[..., T], *args: Any) -> T:

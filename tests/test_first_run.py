@@ -255,3 +255,120 @@ def test_a_run_whose_cassette_will_not_open_is_recorded_failed_not_running(home:
     ((status, error),) = con.execute("select status, error from ops.runs").fetchall()
     con.close()
     assert status == "failed" and "no cassette entries" in error
+
+
+# --- interrupts ---------------------------------------------------------------------------------------
+
+# A refresh in a subprocess whose every request goes to a loopback server that never answers: the
+# run is stuck fetching, as a live run behind a stalled provider is, when the signal comes.
+DRIVER = """
+import sys
+import httpx
+from connectors.http import make_client
+from flows import orchestration
+from flows.cli import app
+
+port = int(sys.argv[1])
+
+
+class ToLoopback(httpx.HTTPTransport):
+    def handle_request(self, request):
+        request.url = request.url.copy_with(scheme="http", host="127.0.0.1", port=port)
+        return super().handle_request(request)
+
+
+orchestration.make_client = lambda **kw: make_client(**kw, transport=ToLoopback())
+sys.argv = ["gpucost", "refresh", "--providers", sys.argv[2]]
+app()
+"""
+
+
+class StallingServer:
+    """Accepts connections on loopback, reads the request, never answers."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_stops_a_stalled_refresh_in_seconds_and_records_it_interrupted(signum, tmp_path: Path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    server = StallingServer()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCOST_", "PREFECT_API"))}
+    env |= {"GPUCOST_HOME": str(tmp_path / "data"), "GPUCOST_HTTP_RETRIES": "0", "COLUMNS": "300"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(server.port), PROVIDERS],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 90  # imports on a busy 2-core machine
+        while len(server.accepted) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert len(server.accepted) == 2, "both providers' first requests should be in flight"
+        sent = time.monotonic()
+        proc.send_signal(getattr(signal, signum))
+        _, stderr = proc.communicate(timeout=30)
+        exited = time.monotonic() - sent
+    finally:
+        proc.kill()
+        server.close()
+    assert proc.returncode == 130, stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("interrupted:")]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert "stopped while fetching, recorded as interrupted; kept nothing" in lines[0]
+    assert "the feeds and page are untouched" in lines[0]
+    assert exited < 5, f"{signum}: {exited:.1f}s from the signal to the exit"
+    con = connect(tmp_path / "data" / "warehouse.duckdb", read_only=True)
+    ((status, error, finished),) = con.execute("select status, error, finished_at from ops.runs").fetchall()
+    con.close()
+    assert (status, finished is not None) == ("interrupted", True)
+    assert error == "stopped while fetching: a signal (Ctrl-C or SIGTERM)"
+
+
+def test_an_interrupt_after_landing_keeps_what_landed_and_says_so(home: Path, monkeypatch):
+    live_from_cassette(monkeypatch)
+
+    def stopped(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(orchestration, "_build_marts", stopped)
+    result = runner.invoke(app, ["refresh", "--providers", PROVIDERS])
+    assert result.exit_code == 130, result.output
+    line = " ".join(result.stderr.split())
+    assert "stopped while building the marts, recorded as interrupted" in line
+    assert "kept 2 provider(s) landed before the signal (linode, vultr)" in line
+    assert not (home / "feeds" / "manifest.json").exists()
+    con = connect(home / "warehouse.duckdb", read_only=True)
+    runs = con.execute("select status from ops.runs").fetchall()
+    landed = con.execute("select distinct provider from core.offer_prices order by 1").fetchall()
+    con.close()
+    assert runs == [("interrupted",)] and landed == [("linode",), ("vultr",)]
