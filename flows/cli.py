@@ -20,10 +20,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import duckdb
 import typer
@@ -48,7 +48,47 @@ if TYPE_CHECKING:
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 
+
+class _Commands(typer.core.TyperGroup):
+    """The app's command group. A usage error (a value out of an option's range, an unknown
+    option, a missing argument) is one `error:` line naming the flag, exit 2, instead of typer's
+    boxed panel; a read command's pending no-live-refresh notice is printed when it ends."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            code = super().main(
+                args, prog_name, complete_var, False, windows_expand_args=windows_expand_args, **extra
+            )
+        except typer.TyperException as exc:  # click's ClickException family (UsageError, BadParameter)
+            if not standalone_mode:
+                raise
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `gpucost` alone: the help, as before
+                exc.show()  # type: ignore[attr-defined]
+                sys.exit(0)
+            from rich.markup import escape
+
+            context = getattr(exc, "ctx", None)
+            where = f" (`{context.command_path} --help` lists the options)" if context is not None else ""
+            message = exc.format_message()
+            err.print(f"[bold red]error:[/] {escape(message)}{where}", soft_wrap=True, highlight=False)
+            sys.exit(getattr(exc, "exit_code", 2))
+        finally:
+            _print_pending_notice()
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=_Commands,
     help="Live GPU rental prices joined with what a fine-tuning run needs.",
     no_args_is_help=True,
     add_completion=False,
@@ -110,17 +150,12 @@ def _read_only(*, sandbox: bool = True) -> duckdb.DuckDBPyConnection:
     """The warehouse, read-only (and sandboxed: no files, network or extensions); says so on stderr
     when it holds sample data."""
     global _pending_notice
-    import click
-
     try:
         con, banner = open_reader(sandbox=sandbox)
     except WarehouseError as exc:
         raise _fail(str(exc)) from None
     if banner == NO_LIVE_REFRESH:
-        _pending_notice = banner
-        context = click.get_current_context(silent=True)
-        if context is not None:
-            context.call_on_close(_print_pending_notice)
+        _pending_notice = banner  # printed when the command ends (_Commands.main), unless it fails
     elif banner:
         err.print(f"[yellow]{banner}[/]")
     return con
@@ -881,7 +916,9 @@ app.add_typer(server_app, name="server")
 
 @server_app.command("start")
 def server_start(
-    port: Annotated[int | None, typer.Option(help="Port on 127.0.0.1 (default 4200, or a free one).")] = None,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="Port on 127.0.0.1 (default 4200, or a free one).")
+    ] = None,
 ) -> None:
     """Start a Prefect server in the background; later refreshes become flow runs there."""
     from flows import server

@@ -64,11 +64,13 @@ MaxPriceOpt = Annotated[
         "--max-price", metavar="USD", rich_help_panel=FILTERS, min=0.0, help="Most USD per GPU-hour."
     ),
 ]
+# two flags, not one `--spot/--on-demand` pair, whose last word would silently win over the first
 SpotOpt = Annotated[
-    bool | None,
-    typer.Option(
-        "--spot/--on-demand", rich_help_panel=FILTERS, help="Only spot, or only on-demand (default: both)."
-    ),
+    bool, typer.Option("--spot", rich_help_panel=FILTERS, help="Only spot offers (default: both kinds).")
+]
+OnDemandOpt = Annotated[
+    bool,
+    typer.Option("--on-demand", rich_help_panel=FILTERS, help="Only on-demand offers (default: both kinds)."),
 ]
 IncludeStaleOpt = Annotated[
     bool,
@@ -100,6 +102,13 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def spot_choice(spot: bool, on_demand: bool) -> bool | None:
+    """--spot / --on-demand as OfferFilters.spot; both at once is a usage error."""
+    if spot and on_demand:
+        raise _fail("--spot and --on-demand are exclusive: give one, or neither for both kinds", code=2)
+    return True if spot else False if on_demand else None
+
+
 def make_filters(
     gpu: str | None = None,
     provider: str | None = None,
@@ -109,9 +118,13 @@ def make_filters(
     max_price: float | None = None,
     include_stale: bool = False,
     include_unavailable: bool = False,
+    *,
+    gpu_option: str = "--gpu",
 ) -> OfferFilters:
-    """The options as `OfferFilters` (comma-separated lists split)."""
+    """The options as `OfferFilters` (comma-separated lists split); `gpu_option` is the flag the
+    command calls its GPU filter, for messages (`estimate`'s is --offer-gpu)."""
     return OfferFilters(
+        gpu_option=gpu_option,
         gpus=split_list(gpu),
         providers=tuple(p.lower() for p in split_list(provider)),
         regions=split_list(region),
@@ -275,7 +288,8 @@ def prices(
     provider: ProviderOpt = None,
     region: RegionOpt = None,
     min_vram: MinVramOpt = None,
-    spot: SpotOpt = None,
+    spot: SpotOpt = False,
+    on_demand: OnDemandOpt = False,
     max_price: MaxPriceOpt = None,
     include_stale: IncludeStaleOpt = False,
     include_unavailable: IncludeUnavailableOpt = False,
@@ -292,7 +306,14 @@ def prices(
     if as_json and as_csv:
         raise _fail("--json and --csv are exclusive", code=2)
     filters = make_filters(
-        gpu, provider, region, min_vram, spot, max_price, include_stale, include_unavailable
+        gpu,
+        provider,
+        region,
+        min_vram,
+        spot_choice(spot, on_demand),
+        max_price,
+        include_stale,
+        include_unavailable,
     )
     now = datetime.now(UTC)
     con, banner = open_answers()
@@ -380,7 +401,8 @@ def history(
     gpu: Annotated[str, typer.Option("--gpu", metavar="NAMES", rich_help_panel=FILTERS, help=GpuFilterHelp)],
     provider: ProviderOpt = None,
     region: RegionOpt = None,
-    spot: SpotOpt = None,
+    spot: SpotOpt = False,
+    on_demand: OnDemandOpt = False,
     since: Annotated[
         str, typer.Option("--since", metavar="SPAN", help="Window: 30d, 12h, 2w, or a date (2026-11-01).")
     ] = "30d",
@@ -395,7 +417,7 @@ def history(
     """
     if as_json and as_csv:
         raise _fail("--json and --csv are exclusive", code=2)
-    filters = make_filters(gpu, provider, region, spot=spot)
+    filters = make_filters(gpu, provider, region, spot=spot_choice(spot, on_demand))
     now = datetime.now(UTC)
     con, banner = open_answers()
     try:
