@@ -632,7 +632,8 @@ def sql(
 def export(
     format: Annotated[str, typer.Option("--format", help="csv, parquet or both.")] = "both",
     out: Annotated[
-        Path | None, typer.Option(help="Folder for the feeds (default: GPUCOST_FEEDS_DIR or feeds/).")
+        Path | None,
+        typer.Option(help="Folder for the feeds (default: GPUCOST_FEEDS_DIR, else $GPUCOST_HOME/feeds)."),
     ] = None,
     include_stale: Annotated[
         bool,
