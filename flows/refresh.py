@@ -91,7 +91,13 @@ class PrefectRunner:
         return secrets_from_blocks(names)
 
     def fetch_all(self, jobs: Sequence[tuple[str, Callable[[], ProviderBatch]]]) -> list[ProviderBatch]:
+        from prefect.futures import wait
+
         futures = [fetch_provider.submit(provider, job) for provider, job in jobs]
+        # short slices, as LocalRunner does: Ctrl-C or SIGTERM takes effect at once, not when the
+        # slowest request ends (a signal may land on a fetching thread)
+        while wait(futures, timeout=0.2).not_done:
+            pass
         return [future.result() for future in futures]
 
     def step(self, name: str, fn: Callable[..., T], *args: Any) -> T:
