@@ -372,3 +372,20 @@ def test_an_interrupt_after_landing_keeps_what_landed_and_says_so(home: Path, mo
     landed = con.execute("select distinct provider from core.offer_prices order by 1").fetchall()
     con.close()
     assert runs == [("interrupted",)] and landed == [("linode",), ("vultr",)]
+
+
+def test_an_interrupted_flow_run_is_cancelled_saying_what_it_kept(monkeypatch):
+    from flows import refresh as refresh_module
+
+    summary = orchestration.RefreshSummary(run_id="r1", status="interrupted", mode="live", outcomes=[])
+
+    def stopped(plan, runner):
+        raise orchestration.RefreshInterrupted(summary, "fetching")
+
+    monkeypatch.setattr(refresh_module, "run_refresh", stopped)
+    state = refresh_module.refresh.fn()
+    assert state.is_cancelled()
+    assert state.message == "run r1 stopped while fetching, recorded as interrupted; kept nothing; " + (
+        "the feeds and page are untouched"
+    )
+    assert isinstance(state.result(raise_on_failure=False), orchestration.RefreshInterrupted)
