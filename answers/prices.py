@@ -37,7 +37,7 @@ import difflib
 import fnmatch
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import duckdb
@@ -72,10 +72,13 @@ class OfferFilters:
     include_stale: bool = False
     # offers the provider marks unavailable (available = false) rank only when asked for
     include_unavailable: bool = False
+    # what the command calls its GPU filter, for messages: `estimate`'s is --offer-gpu (its --gpu
+    # states hardware); not a filter, so two filters asking the same compare equal
+    gpu_option: str = field(default="--gpu", compare=False)
 
     def describe(self) -> str:
         """The filters as command-line options, for messages ("--gpu H100 --spot")."""
-        parts = [f"--gpu {','.join(self.gpus)}"] if self.gpus else []
+        parts = [f"{self.gpu_option} {','.join(self.gpus)}"] if self.gpus else []
         parts += [f"--provider {','.join(self.providers)}"] if self.providers else []
         parts += [f"--region {','.join(self.regions)}"] if self.regions else []
         parts += [f"--min-vram {self.min_vram_gb:g}"] if self.min_vram_gb is not None else []
@@ -163,7 +166,7 @@ def check_filters(con: duckdb.DuckDBPyConnection, filters: OfferFilters) -> None
             close = difflib.get_close_matches(normalize_gpu(wanted).upper(), list(names), n=4, cutoff=0.5)
             hint = f"; did you mean {', '.join(names[c] for c in close)}?" if close else ""
             raise AnswerError(
-                f"--gpu {wanted!r} matches no GPU in warehouse/seeds/gpus.csv{hint} "
+                f"{filters.gpu_option} {wanted!r} matches no GPU in warehouse/seeds/gpus.csv{hint} "
                 "(a family like H100 or a name like H100-SXM; see `gpucost gpus`)"
             )
     if filters.providers:

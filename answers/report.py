@@ -48,7 +48,7 @@ import polars as pl
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from answers.status import freshness
-from warehouse.db import SAMPLE_BANNER, Settings, holds_sample_data, reader_path
+from warehouse.db import NO_LIVE_REFRESH, SAMPLE_BANNER, Settings, holds_sample_data, reader_path
 from warehouse.hardware import HardwareCatalog
 from warehouse.marts import resolve_hardware
 
@@ -431,12 +431,15 @@ def report_data(
     if not _exists(con, "marts.gpu_offers"):
         raise ReportUnavailable("no marts to build the page from yet; run `gpucost refresh` first")
     sample = holds_sample_data(con)
+    offers = con.execute("select count(*) from marts.gpu_offers").fetchall()[0][0]
     return {
         "schema": SCHEMA_VERSION,
         "generated_at": int((now or datetime.now(UTC)).timestamp()),
         "sample_data": sample,
         "sample_banner": SAMPLE_BANNER if sample else None,
-        "current_offers": con.execute("select count(*) from marts.gpu_offers").fetchall()[0][0],
+        "current_offers": offers,
+        # "0 offers from 0 providers" alone reads like a broken page: say why there are none
+        "empty_reason": None if offers else _empty_reason(con),
         "providers_with_offers": con.execute(
             "select count(distinct provider) from marts.gpu_offers"
         ).fetchall()[0][0],
@@ -502,6 +505,14 @@ def render_html(data: dict[str, Any]) -> str:
         css=_asset("style.css"),
         js=_asset("app.js"),
     )
+
+
+def _empty_reason(con: duckdb.DuckDBPyConnection) -> str:
+    """Why the marts hold no current offer: no refresh ever loaded one, or every offer is gone."""
+    loaded = con.execute("select exists (select 1 from core.offer_prices)").fetchall()[0][0]
+    if not loaded:
+        return NO_LIVE_REFRESH
+    return "no current offers: every provider's offers are closed or stale (see `gpucost status`)"
 
 
 def default_site_dir(settings: Settings | None = None) -> Path:

@@ -18,9 +18,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import duckdb
 import typer
@@ -31,6 +34,7 @@ from answers import status as answers_status
 from flows import STARTED, cli_finetune, cli_prices, cli_providers
 from flows.output import console, err
 from warehouse.db import (
+    NO_LIVE_REFRESH,
     Settings,
     WarehouseError,
     check_mode,
@@ -44,7 +48,47 @@ if TYPE_CHECKING:
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 
+
+class _Commands(typer.core.TyperGroup):
+    """The app's command group. A usage error (a value out of an option's range, an unknown
+    option, a missing argument) is one `error:` line naming the flag, exit 2, instead of typer's
+    boxed panel; a read command's pending no-live-refresh notice is printed when it ends."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            code = super().main(
+                args, prog_name, complete_var, False, windows_expand_args=windows_expand_args, **extra
+            )
+        except typer.TyperException as exc:  # click's ClickException family (UsageError, BadParameter)
+            if not standalone_mode:
+                raise
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `gpucost` alone: the help, as before
+                exc.show()  # type: ignore[attr-defined]
+                sys.exit(0)
+            from rich.markup import escape
+
+            context = getattr(exc, "ctx", None)
+            where = f" (`{context.command_path} --help` lists the options)" if context is not None else ""
+            message = exc.format_message()
+            err.print(f"[bold red]error:[/] {escape(message)}{where}", soft_wrap=True, highlight=False)
+            sys.exit(getattr(exc, "exit_code", 2))
+        finally:
+            _print_pending_notice()
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=_Commands,
     help="Live GPU rental prices joined with what a fine-tuning run needs.",
     no_args_is_help=True,
     add_completion=False,
@@ -53,8 +97,23 @@ app = typer.Typer(
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
+    global _pending_notice
+    if _pending_notice:  # the reason the warehouse had nothing to answer with, in the same line
+        message, _pending_notice = f"{message} ({_pending_notice})", None
     err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
     return typer.Exit(code)
+
+
+# NO_LIVE_REFRESH of the warehouse a command read: folded into its error line when it fails,
+# printed on stderr when it ends otherwise (an empty table says why it is empty)
+_pending_notice: str | None = None
+
+
+def _print_pending_notice() -> None:
+    global _pending_notice
+    if _pending_notice:
+        err.print(f"[yellow]{_pending_notice}[/]", soft_wrap=True)
+    _pending_notice = None
 
 
 @app.callback()
@@ -63,6 +122,8 @@ def _settings_are_valid() -> None:
     # the environment or .env would otherwise surface as a pydantic traceback mid-way.
     from pydantic import ValidationError
 
+    global _pending_notice
+    _pending_notice = None  # one per command, also when several run in one process (tests)
     try:
         Settings()
     except ValidationError as exc:
@@ -88,11 +149,14 @@ def _print_frame(columns: list[str], rows: list[tuple], title: str | None = None
 def _read_only(*, sandbox: bool = True) -> duckdb.DuckDBPyConnection:
     """The warehouse, read-only (and sandboxed: no files, network or extensions); says so on stderr
     when it holds sample data."""
+    global _pending_notice
     try:
         con, banner = open_reader(sandbox=sandbox)
     except WarehouseError as exc:
         raise _fail(str(exc)) from None
-    if banner:
+    if banner == NO_LIVE_REFRESH:
+        _pending_notice = banner  # printed when the command ends (_Commands.main), unless it fails
+    elif banner:
         err.print(f"[yellow]{banner}[/]")
     return con
 
@@ -114,7 +178,7 @@ def _run_refresh(names: list[str] | None, *, settings: Settings, **options: obje
         if isinstance(summary, BaseException):
             if isinstance(summary, ValueError | WarehouseError):
                 raise _fail(str(summary)) from None
-            raise summary
+            raise summary  # RefreshInterrupted included: `refresh` says what was kept
         return summary
     from flows.orchestration import LocalRunner, RefreshPlan, run_refresh
 
@@ -124,6 +188,36 @@ def _run_refresh(names: list[str] | None, *, settings: Settings, **options: obje
         return run_refresh(RefreshPlan(providers=names, **options), LocalRunner())  # type: ignore[arg-type]
     except (ValueError, WarehouseError) as exc:
         raise _fail(str(exc)) from None
+
+
+INTERRUPTED = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGTERM stops a refresh as Ctrl-C does (recorded `interrupted`, not killed mid-write); on
+    either, one line of what was kept and exit 130."""
+    import signal
+
+    from flows.orchestration import RefreshInterrupted
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminate) if in_main else None
+    try:
+        yield
+    except RefreshInterrupted as exc:
+        err.print(f"[bold red]interrupted:[/] {exc.kept()}", soft_wrap=True, highlight=False)
+        raise typer.Exit(INTERRUPTED) from None
+    except KeyboardInterrupt:
+        # before the run was recorded (checks, Prefect start-up) or after it finished
+        err.print("[bold red]interrupted:[/] before the run started or after it ended; nothing half-done")
+        raise typer.Exit(INTERRUPTED) from None
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _log_progress() -> None:
@@ -152,11 +246,24 @@ def _writable_dir(path: Path, what: str) -> None:
         raise _fail(f"{what} {path} is not writable ({exc.strerror or exc}); choose another folder") from None
 
 
+CASSETTE = (
+    "a cassette is a folder of <host>/<name>.json files, each with a request (method, url) and a "
+    "response (status, headers, body_file); the sample one is tests/replay, `gpucost refresh --record "
+    "DIR` records one"
+)
+
+
 def _check_replay_dir(replay: Path) -> None:
+    """Exit 2 in one line unless `replay` is a cassette the replay transport can serve."""
+    from connectors.http import ReplayTransport
+
     if not replay.is_dir():
-        raise _fail(f"replay cassette folder {replay} does not exist (the sample cassette is tests/replay)")
-    if not any(replay.rglob("*.json")):
-        raise _fail(f"replay cassette folder {replay} holds no recorded exchanges (*.json); record one first")
+        raise _fail(f"--replay {replay} does not exist; {CASSETTE}", code=2)
+    try:
+        ReplayTransport(replay, frozenset())  # reads every entry, as the refresh's client will
+    except (FileNotFoundError, OSError, ValueError) as exc:
+        found = "holds no recorded exchanges" if not any(replay.rglob("*.json")) else "is not a cassette"
+        raise _fail(f"--replay {replay} {found} ({type(exc).__name__}); {CASSETTE}", code=2) from None
 
 
 def _check_warehouse(path: Path, mode: str) -> None:
@@ -202,7 +309,9 @@ def refresh(
     """Scrape providers into the warehouse, rebuild the marts and write the feeds.
 
     With a Prefect API (PREFECT_API_URL, or `gpucost server start`) the refresh is a flow run there;
-    without one it runs the same steps in this process, without Prefect.
+    without one it runs the same steps in this process, without Prefect. Feeds and the page go to
+    GPUCOST_FEEDS_DIR (default $GPUCOST_HOME/feeds); a run in which no provider loaded leaves them
+    as they were. Ctrl-C or SIGTERM stops it: the run is recorded `interrupted`, exit 130.
     """
     from warehouse.pipeline import select_connectors
 
@@ -234,14 +343,15 @@ def refresh(
     if record is not None:
         _writable_dir(record, "record folder")
 
-    summary = _run_refresh(
-        names,
-        replay=str(replay) if replay else None,
-        record=str(record) if record else None,
-        accept_shrink=accept_shrink,
-        accept_changes=accept_changes,
-        settings=settings,
-    )
+    with _interruptible():
+        summary = _run_refresh(
+            names,
+            replay=str(replay) if replay else None,
+            record=str(record) if record else None,
+            accept_shrink=accept_shrink,
+            accept_changes=accept_changes,
+            settings=settings,
+        )
     if summary.offline:
         from warehouse.pipeline import CAUSE_HINTS
 
@@ -278,7 +388,12 @@ def refresh(
     )
     marts = ", ".join(f"{k} {v}" for k, v in summary.mart_rows.items() if k.startswith("marts."))
     console.print(f"marts: {marts}")
-    console.print(f"feeds: {', '.join(summary.feeds) or 'none'}")
+    if summary.loaded:
+        console.print(f"feeds: {', '.join(summary.feeds) or 'none'}")
+    else:
+        console.print(
+            f"feeds: unchanged (no provider loaded; {summary.feeds_dir} stays as it was)", soft_wrap=True
+        )
     if summary.report:
         console.print(f"comparison page: {summary.report}", soft_wrap=True)
     overhead = "Prefect start-up and teardown" if summary.runner == "prefect" else "imports and start-up"
@@ -292,10 +407,15 @@ def refresh(
             "`gpucost server start` (or set PREFECT_API_URL)[/]"
         )
     if summary.mode == "replay":
+        where = (
+            "with the commands as they are (GPUCOST_HOME is this replay's home)"
+            if settings.replay_home == settings.home
+            else "with the commands as they are while no live refresh has loaded prices, or with "
+            f"GPUCOST_HOME={settings.replay_home} beside a live warehouse"
+        )
         console.print(
-            "[yellow]These prices are recorded sample data (replay), not live prices. "
-            f"Query them with GPUCOST_HOME={settings.replay_home} or, while no live warehouse "
-            "exists, with the commands as they are.[/]"
+            f"[yellow]These prices are recorded sample data (replay), not live prices; query them {where}[/]",
+            soft_wrap=True,
         )
     _print_problems(summary)
     if summary.published:
@@ -512,7 +632,8 @@ def sql(
 def export(
     format: Annotated[str, typer.Option("--format", help="csv, parquet or both.")] = "both",
     out: Annotated[
-        Path | None, typer.Option(help="Folder for the feeds (default: GPUCOST_FEEDS_DIR or feeds/).")
+        Path | None,
+        typer.Option(help="Folder for the feeds (default: GPUCOST_FEEDS_DIR, else $GPUCOST_HOME/feeds)."),
     ] = None,
     include_stale: Annotated[
         bool,
@@ -810,7 +931,9 @@ app.add_typer(server_app, name="server")
 
 @server_app.command("start")
 def server_start(
-    port: Annotated[int | None, typer.Option(help="Port on 127.0.0.1 (default 4200, or a free one).")] = None,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="Port on 127.0.0.1 (default 4200, or a free one).")
+    ] = None,
 ) -> None:
     """Start a Prefect server in the background; later refreshes become flow runs there."""
     from flows import server

@@ -307,6 +307,7 @@ def estimate(
         max_price,
         include_stale,
         include_unavailable,
+        gpu_option="--offer-gpu",
     )
     if gpu is None:
         _rank(

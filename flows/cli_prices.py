@@ -30,7 +30,7 @@ from rich.table import Table
 from answers import prices as answers
 from answers.prices import OfferFilters, split_list
 from flows.output import console, err
-from warehouse.db import WarehouseError, open_reader
+from warehouse.db import NO_LIVE_REFRESH, SAMPLE_BANNER, WarehouseError, open_reader
 
 # --- options shared with `gpucost estimate` ------------------------------------------------------
 
@@ -64,11 +64,13 @@ MaxPriceOpt = Annotated[
         "--max-price", metavar="USD", rich_help_panel=FILTERS, min=0.0, help="Most USD per GPU-hour."
     ),
 ]
+# two flags, not one `--spot/--on-demand` pair, whose last word would silently win over the first
 SpotOpt = Annotated[
-    bool | None,
-    typer.Option(
-        "--spot/--on-demand", rich_help_panel=FILTERS, help="Only spot, or only on-demand (default: both)."
-    ),
+    bool, typer.Option("--spot", rich_help_panel=FILTERS, help="Only spot offers (default: both kinds).")
+]
+OnDemandOpt = Annotated[
+    bool,
+    typer.Option("--on-demand", rich_help_panel=FILTERS, help="Only on-demand offers (default: both kinds)."),
 ]
 IncludeStaleOpt = Annotated[
     bool,
@@ -100,6 +102,13 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def spot_choice(spot: bool, on_demand: bool) -> bool | None:
+    """--spot / --on-demand as OfferFilters.spot; both at once is a usage error."""
+    if spot and on_demand:
+        raise _fail("--spot and --on-demand are exclusive: give one, or neither for both kinds", code=2)
+    return True if spot else False if on_demand else None
+
+
 def make_filters(
     gpu: str | None = None,
     provider: str | None = None,
@@ -109,9 +118,13 @@ def make_filters(
     max_price: float | None = None,
     include_stale: bool = False,
     include_unavailable: bool = False,
+    *,
+    gpu_option: str = "--gpu",
 ) -> OfferFilters:
-    """The options as `OfferFilters` (comma-separated lists split)."""
+    """The options as `OfferFilters` (comma-separated lists split); `gpu_option` is the flag the
+    command calls its GPU filter, for messages (`estimate`'s is --offer-gpu)."""
     return OfferFilters(
+        gpu_option=gpu_option,
         gpus=split_list(gpu),
         providers=tuple(p.lower() for p in split_list(provider)),
         regions=split_list(region),
@@ -124,14 +137,32 @@ def make_filters(
 
 
 def open_answers() -> tuple[duckdb.DuckDBPyConnection, str | None]:
-    """The read-only warehouse; its sample-data banner is printed to stderr, and returned."""
+    """The read-only warehouse and its banner (`open_reader`); the sample-data banner is printed to
+    stderr, the no-prices one is left to the empty answer, which says it once as its reason."""
     try:
         con, banner = open_reader()
     except WarehouseError as exc:
         raise _fail(str(exc)) from None
-    if banner:
+    if banner == SAMPLE_BANNER:
         err.print(f"[yellow]{banner}[/]")
     return con, banner
+
+
+def _why_no_prices(
+    con: duckdb.DuckDBPyConnection, banner: str | None, filters: OfferFilters, now: datetime
+) -> str:
+    """Why `prices` has nothing to show: no refresh loaded any, the filters removed every row, or
+    every provider's offers are closed or stale. "Loosen a filter" only when one removed rows."""
+    if banner == NO_LIVE_REFRESH:
+        return NO_LIVE_REFRESH
+    everything = OfferFilters(include_stale=True, include_unavailable=True)
+    if filters.describe() and not answers.prices(con, everything, now).is_empty():
+        asked = filters.describe()
+        return f"no current offers match {asked}; loosen a filter or see `gpucost prices` without it"
+    return (
+        "no current offers in the warehouse: every provider's offers are closed or stale "
+        "(`gpucost status` says why)"
+    )
 
 
 # --- formatting ---------------------------------------------------------------------------------
@@ -151,7 +182,7 @@ def format_age(hours: float | None) -> str:
 def fetched_line(frame: pl.DataFrame, banner: str | None, now: datetime) -> str:
     """ "live prices fetched 2026-12-01 09:25 UTC (3m ago)", or a range when rows differ."""
     oldest, newest = answers.fetched_between(frame)
-    kind = "sample prices (replay cassette, not live)" if banner else "live prices"
+    kind = "sample prices (replay cassette, not live)" if banner == SAMPLE_BANNER else "live prices"
     if oldest is None or newest is None:
         return f"{kind}: none shown"
     if f"{oldest:%Y-%m-%d %H:%M}" == f"{newest:%Y-%m-%d %H:%M}":
@@ -257,7 +288,8 @@ def prices(
     provider: ProviderOpt = None,
     region: RegionOpt = None,
     min_vram: MinVramOpt = None,
-    spot: SpotOpt = None,
+    spot: SpotOpt = False,
+    on_demand: OnDemandOpt = False,
     max_price: MaxPriceOpt = None,
     include_stale: IncludeStaleOpt = False,
     include_unavailable: IncludeUnavailableOpt = False,
@@ -274,23 +306,25 @@ def prices(
     if as_json and as_csv:
         raise _fail("--json and --csv are exclusive", code=2)
     filters = make_filters(
-        gpu, provider, region, min_vram, spot, max_price, include_stale, include_unavailable
+        gpu,
+        provider,
+        region,
+        min_vram,
+        spot_choice(spot, on_demand),
+        max_price,
+        include_stale,
+        include_unavailable,
     )
     now = datetime.now(UTC)
     con, banner = open_answers()
     try:
         rows = answers.prices(con, filters, now)
+        if rows.is_empty():
+            raise _fail(_why_no_prices(con, banner, filters, now))
     except WarehouseError as exc:
         raise _fail(str(exc)) from None
     finally:
         con.close()
-    if rows.is_empty():
-        asked = filters.describe()
-        raise _fail(
-            f"no current offers match {asked}; loosen a filter or see `gpucost prices` without it"
-            if asked
-            else "no current offers in the warehouse; run `gpucost refresh`"
-        )
     rows = rows.select(PRICE_COLUMNS)
     if as_json or as_csv:
         _print_rows(rows, as_json)
@@ -367,7 +401,8 @@ def history(
     gpu: Annotated[str, typer.Option("--gpu", metavar="NAMES", rich_help_panel=FILTERS, help=GpuFilterHelp)],
     provider: ProviderOpt = None,
     region: RegionOpt = None,
-    spot: SpotOpt = None,
+    spot: SpotOpt = False,
+    on_demand: OnDemandOpt = False,
     since: Annotated[
         str, typer.Option("--since", metavar="SPAN", help="Window: 30d, 12h, 2w, or a date (2026-11-01).")
     ] = "30d",
@@ -382,7 +417,7 @@ def history(
     """
     if as_json and as_csv:
         raise _fail("--json and --csv are exclusive", code=2)
-    filters = make_filters(gpu, provider, region, spot=spot)
+    filters = make_filters(gpu, provider, region, spot=spot_choice(spot, on_demand))
     now = datetime.now(UTC)
     con, banner = open_answers()
     try:
@@ -394,7 +429,10 @@ def history(
         con.close()
     if intervals.is_empty():
         raise _fail(
-            f"no prices match {filters.describe()} since {start:%Y-%m-%d %H:%M} UTC; try a longer --since"
+            NO_LIVE_REFRESH
+            if banner == NO_LIVE_REFRESH
+            else f"no prices match {filters.describe()} since {start:%Y-%m-%d %H:%M} UTC; "
+            "try a longer --since"
         )
     if as_json or as_csv:
         _print_rows(intervals.select(HISTORY_COLUMNS).sort(["gpu_name", "provider", "valid_from"]), as_json)

@@ -479,8 +479,23 @@ class JobOptions:
         )
 
     def model_spec(self) -> ModelSpec:
-        """The model of --model or --config; one line and exit 1 when neither resolves."""
-        return _model(self.model, self.config)
+        """The model of --model or --config; one line and exit 1 when neither resolves. A sequence
+        longer than the model's context length (max_position_embeddings) is warned of in one line."""
+        spec = _model(self.model, self.config)
+        longest, flag = (
+            (self.max_len, "--max-len")
+            if self.max_len is not None
+            else (self.seq_len or DEFAULT_SEQ_LEN, "--seq-len" if self.seq_len else "the default --seq-len")
+        )
+        if longest > spec.max_context:
+            err.print(
+                f"[yellow]warning:[/] {flag} {longest} is beyond {spec.model_id}'s context length of "
+                f"{spec.max_context} tokens (max_position_embeddings in its config): it was not trained "
+                "on sequences this long; the estimate assumes it runs them (RoPE scaling, say)",
+                soft_wrap=True,
+                highlight=False,
+            )
+        return spec
 
     def job(
         self, *, sharding: str, padding_efficiency: float | None = None, compiled: bool = False

@@ -4,6 +4,13 @@
     short write) -> fetch + parse every provider at once (warehouse closed) -> land one provider at
     a time (reference rates first) -> rebuild marts -> write feeds -> finish the run and summarise it
 
+A run in which no provider loaded (every one failed, was rejected or skipped) publishes nothing:
+the feeds, the page and their published copies stay as the last good run left them, byte for
+byte. A run stopped by Ctrl-C or SIGTERM (`KeyboardInterrupt` in the main thread) is recorded as
+`interrupted` with what it had landed: each provider lands in its own transaction, so a provider
+lands whole or not at all; `RefreshInterrupted` carries the summary to the caller. Fetching threads
+are daemons: an interrupted run does not wait for their in-flight requests.
+
 What a run's outcome means for its caller (the CLI's exit code, the flow's final state) is
 `RefreshSummary.unclean`: the providers that failed, were rejected or degraded *and were not
 already stale when the run began*. A provider failing for longer than
@@ -29,7 +36,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,12 +48,13 @@ from answers.catalog import cheapest_per_gpu
 from answers.report import SITE_DIR_NAME, write_report
 from connectors.base import Connector
 from connectors.http import make_client
-from warehouse.db import Settings, check_mode, open_warehouse, open_warehouse_when_free
+from warehouse.db import Settings, check_mode, mark_replay_home, open_warehouse, open_warehouse_when_free
 from warehouse.export import write_feeds
 from warehouse.lifecycle import close_retired, retired, stale_providers
 from warehouse.load import Guards, previous_validators
 from warehouse.marts import build_marts
 from warehouse.pipeline import (
+    LOADED,
     ProviderBatch,
     ProviderOutcome,
     clear_spool,
@@ -87,6 +95,12 @@ class RefreshSummary:
     # providers stale when the run began (provider -> failing since) and retired offers it closed
     stale: dict[str, datetime] = field(default_factory=dict)
     retired_closed: dict[str, int] = field(default_factory=dict)
+    feeds_dir: str | None = None  # where the feeds and the page are (or would have been) written
+
+    @property
+    def loaded(self) -> list[ProviderOutcome]:
+        """Providers whose offers (or rates) this run loaded, at least partly."""
+        return [o for o in self.outcomes if o.status in LOADED]
 
     @property
     def failed(self) -> list[ProviderOutcome]:
@@ -128,6 +142,30 @@ class RefreshPlan:
     @property
     def mode(self) -> str:
         return "replay" if self.replay else "record" if self.record else "live"
+
+
+class RefreshInterrupted(Exception):
+    """The run was stopped by a signal (Ctrl-C, SIGTERM); recorded as `interrupted`.
+
+    An Exception, not a KeyboardInterrupt, so that it reaches the caller as a result (a Prefect
+    flow's failed state carries it) rather than as a crash.
+    """
+
+    def __init__(self, summary: RefreshSummary, stage: str) -> None:
+        self.summary = summary
+        self.stage = stage  # what the run was doing when stopped
+        super().__init__(f"interrupted while {stage}")
+
+    def kept(self) -> str:
+        """One line: what the interrupted run left in the warehouse and the feeds."""
+        loaded = self.summary.loaded
+        names = ", ".join(sorted(o.provider for o in loaded))
+        kept = (
+            f"kept {len(loaded)} provider(s) landed before the signal ({names})" if loaded else "kept nothing"
+        )
+        feeds = "the feeds are this run's" if self.summary.feeds else "the feeds and page are untouched"
+        run = self.summary.run_id
+        return f"run {run} stopped while {self.stage}, recorded as interrupted; {kept}; {feeds}"
 
 
 class Runner(Protocol):
@@ -226,12 +264,22 @@ class LocalRunner:
         return {}
 
     def fetch_all(self, jobs: Sequence[tuple[str, Callable[[], ProviderBatch]]]) -> list[ProviderBatch]:
-        if not jobs:
-            return []
-        # one thread per provider: they wait on the network, not the CPU
-        with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="fetch") as pool:
-            futures = [pool.submit(job) for _, job in jobs]
-            return [future.result() for future in futures]
+        # one thread per provider: they wait on the network, not the CPU. Daemon threads, not a
+        # ThreadPoolExecutor (whose workers the interpreter joins at exit): on Ctrl-C the main
+        # thread leaves at once and in-flight requests end with the process, not at their timeout.
+        futures: list[Future[ProviderBatch]] = []
+        for provider, job in jobs:
+            future: Future[ProviderBatch] = Future()
+            threading.Thread(
+                target=_run_into, args=(job, future), name=f"fetch-{provider}", daemon=True
+            ).start()
+            futures.append(future)
+        # a signal may land on a fetching thread, and Python runs its handler only when the main
+        # thread wakes: wait in short slices so Ctrl-C and SIGTERM take effect within a fraction of
+        # a second instead of when the slowest request ends
+        while wait(futures, timeout=0.2).not_done:
+            pass
+        return [future.result() for future in futures]
 
     def step(self, name: str, fn: Callable[..., T], *args: Any) -> T:
         return fn(*args)
@@ -241,6 +289,13 @@ class LocalRunner:
 
     def downloads(self) -> DownloadProgress | None:
         return TerminalDownloads()
+
+
+def _run_into(job: Callable[[], ProviderBatch], future: Future[ProviderBatch]) -> None:
+    try:
+        future.set_result(job())
+    except BaseException as exc:  # the caller's future.result() raises it
+        future.set_exception(exc)
 
 
 def describe_batch(batch: ProviderBatch) -> str:
@@ -265,9 +320,7 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
     started = time.perf_counter()
     settings = Settings()
     home_dir = Path(plan.home) if plan.home else settings.replay_home if plan.replay else settings.home
-    out_dir = (
-        Path(plan.feeds_dir) if plan.feeds_dir else home_dir / "feeds" if plan.replay else settings.feeds_dir
-    )
+    out_dir = Path(plan.feeds_dir) if plan.feeds_dir else feeds_dir_for(settings, home_dir, bool(plan.replay))
     connectors = select_connectors(list(plan.providers) if plan.providers else None)
     if plan.replay:
         log.warning(
@@ -298,6 +351,8 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
     con = open_warehouse(warehouse_path)
     try:
         check_mode(con, plan.mode, warehouse_path)
+        if plan.replay:
+            mark_replay_home(home_dir)
         start_run(con, run_id, plan.mode, [c.name for c in connectors], runner.run_id_of_orchestrator())
         running = running_run_ids(con)
         previous = {c.name: previous_validators(con, c.name) for c in connectors}
@@ -310,20 +365,6 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
         log.warning("%s is retired: closed its %d open offers", provider, count)
     clear_spool(spool_root, keep=running)
 
-    client = make_client(
-        secrets=secrets,
-        timeout=httpx.Timeout(settings.http_timeout_seconds, connect=10.0),
-        retries=settings.http_retries,
-        backoff=settings.http_backoff_seconds,
-        per_host=settings.http_per_host,
-        replay=Path(plan.replay) if plan.replay else None,
-        record=Path(plan.record) if plan.record else None,
-        spool_dir=spool_root / run_id,
-        request_deadline=settings.http_request_deadline_seconds,
-        user_agent=settings.user_agent,
-    )
-    progress = runner.downloads()
-    client.progress = progress
     outcomes: list[ProviderOutcome] = []
     summary = RefreshSummary(
         run_id=run_id,
@@ -333,10 +374,30 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
         runner=runner.name,
         stale=stale,
         retired_closed=closed,
+        feeds_dir=str(out_dir),
     )
+    client: Any = None
+    progress: DownloadProgress | None = None
     con = None
+    stage = "starting the HTTP client"
     try:
+        # inside the try: a cassette that will not open fails the run, never leaves it `running`
+        client = make_client(
+            secrets=secrets,
+            timeout=httpx.Timeout(settings.http_timeout_seconds, connect=10.0),
+            retries=settings.http_retries,
+            backoff=settings.http_backoff_seconds,
+            per_host=settings.http_per_host,
+            replay=Path(plan.replay) if plan.replay else None,
+            record=Path(plan.record) if plan.record else None,
+            spool_dir=spool_root / run_id,
+            request_deadline=settings.http_request_deadline_seconds,
+            user_agent=settings.user_agent,
+        )
+        progress = runner.downloads()
+        client.progress = progress
         # 2. fetch and parse every provider at once, with the warehouse closed
+        stage = "fetching"
         batches = runner.fetch_all(
             [
                 (c.name, _fetch_job(c, client, creds[c.name][0], previous[c.name], settings))
@@ -344,6 +405,7 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
             ]
         )
         # 3. one writer: reference rates first (prices in other currencies use them), then offers
+        stage = "landing"
         con = open_warehouse_when_free(warehouse_path)
         for batch in sorted(batches, key=lambda b: not b.fx_rates):
             outcome = runner.step(
@@ -353,19 +415,37 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
             outcomes.append(outcome)
         order = [c.name for c in connectors]
         outcomes.sort(key=lambda o: order.index(o.provider))
+        stage = "building the marts"
         summary.mart_rows = runner.step("build marts", _build_marts, con, settings.stale_after_hours)
         mark_marts_built(con, run_id, datetime.now(UTC))
-        summary.feeds = runner.step("write feeds", _write_feeds, con, out_dir, run_id, plan.mode == "replay")
-        summary.report = str(runner.step("write report", write_report, con, out_dir / SITE_DIR_NAME))
+        if summary.loaded:
+            stage = "writing the feeds"
+            summary.feeds = runner.step(
+                "write feeds", _write_feeds, con, out_dir, run_id, plan.mode == "replay"
+            )
+            stage = "writing the page"
+            summary.report = str(runner.step("write report", write_report, con, out_dir / SITE_DIR_NAME))
+        else:
+            log.warning("no provider loaded: the feeds and the page in %s stay as they were", out_dir)
         summary.status = finish_run(con, run_id, outcomes)
         summary.cheapest = cheapest_per_gpu(con)
     except BaseException as exc:
+        from duckdb import InterruptException  # DuckDB's own, for a signal during a query
+
+        interrupted = isinstance(exc, KeyboardInterrupt | InterruptException)
         if con is None:
             con = open_warehouse_when_free(warehouse_path)
-        finish_run(con, run_id, outcomes, error=f"{type(exc).__name__}: {exc}")
+        detail = "a signal (Ctrl-C or SIGTERM)" if interrupted else f"{type(exc).__name__}: {exc}"
+        summary.status = finish_run(
+            con, run_id, outcomes, error=f"stopped while {stage}: {detail}" if interrupted else detail,
+            interrupted=interrupted,
+        )  # fmt: skip
+        if interrupted:
+            raise RefreshInterrupted(summary, stage) from None
         raise
     finally:
-        client.close()
+        if client is not None:
+            client.close()
         if progress is not None:
             progress.close()
         if con is not None:
@@ -373,14 +453,22 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
         shutil.rmtree(spool_root / run_id, ignore_errors=True)
     # 4. beyond this machine (GPUCOST_FEEDS_URL): data first, manifest last. A failed upload is not a
     # failed load: the warehouse and the local feeds are complete; the run says so and the CLI fails.
-    try:
-        summary.published = runner.step("publish feeds", publish_if_configured, out_dir)
-    except PublishError as exc:
-        summary.publish_error = str(exc)
-        log.error("publishing the feeds failed: %s", exc)
+    if summary.loaded:
+        try:
+            summary.published = runner.step("publish feeds", publish_if_configured, out_dir)
+        except PublishError as exc:
+            summary.publish_error = str(exc)
+            log.error("publishing the feeds failed: %s", exc)
     summary.pipeline_seconds = time.perf_counter() - started
     runner.publish(summary)
     return summary
+
+
+def feeds_dir_for(settings: Settings, home: Path, replay: bool) -> Path:
+    """Where a run writing to `home` puts its feeds and page: GPUCOST_FEEDS_DIR when set (never
+    for a replay, whose feeds stay beside its own warehouse), else `home/feeds`."""
+    explicit = "feeds_dir" in settings.model_fields_set
+    return settings.feeds_dir if explicit and not replay else home / "feeds"
 
 
 def _fetch_job(

@@ -11,7 +11,8 @@ failed, were rejected or degraded (alert on the flow-run state name `Partial`); 
 nothing loaded. A provider that was already stale when the run began (failing for longer than
 GPUCOST_STALE_AFTER_HOURS) and fails again counts for neither: its offers are out of every answer
 already, and the state's message names it (`RefreshSummary.unclean` in flows/orchestration.py is
-the rule, shared with the CLI's exit code). Retired providers (seeds/provider_lifecycle.csv) are
+the rule, shared with the CLI's exit code); `Cancelled` when a signal stopped it (the run is
+recorded `interrupted`, the message says what it kept). Retired providers (seeds/provider_lifecycle.csv) are
 not in the default provider set. `--replay` writes to its own warehouse and feeds under
 `$GPUCOST_HOME/replay/`.
 """
@@ -28,10 +29,10 @@ from prefect.artifacts import create_progress_artifact, create_table_artifact, u
 from prefect.blocks.system import Secret
 from prefect.cache_policies import NO_CACHE
 from prefect.context import get_run_context
-from prefect.states import Completed, Failed, State
+from prefect.states import Cancelled, Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.orchestration import RefreshPlan, RefreshSummary, describe_batch, run_refresh
+from flows.orchestration import RefreshInterrupted, RefreshPlan, RefreshSummary, describe_batch, run_refresh
 from warehouse.db import WarehouseError
 from warehouse.pipeline import ProviderBatch
 
@@ -91,7 +92,13 @@ class PrefectRunner:
         return secrets_from_blocks(names)
 
     def fetch_all(self, jobs: Sequence[tuple[str, Callable[[], ProviderBatch]]]) -> list[ProviderBatch]:
+        from prefect.futures import wait
+
         futures = [fetch_provider.submit(provider, job) for provider, job in jobs]
+        # short slices, as LocalRunner does: Ctrl-C or SIGTERM takes effect at once, not when the
+        # slowest request ends (a signal may land on a fetching thread)
+        while wait(futures, timeout=0.2).not_done:
+            pass
         return [future.result() for future in futures]
 
     def step(self, name: str, fn: Callable[..., T], *args: Any) -> T:
@@ -161,6 +168,10 @@ def refresh(
         # a condition the user acts on (a busy or unreadable warehouse), not a bug: a failed flow
         # run saying it in one line; raised, Prefect's engine would log a traceback to the terminal
         return Failed(message=f"{type(exc).__name__}: {exc}", data=exc)
+    except RefreshInterrupted as exc:
+        # stopped by Ctrl-C or SIGTERM, recorded `interrupted`: a cancelled flow run saying what it
+        # kept, and the CLI prints the same line and exits 130
+        return Cancelled(message=exc.kept(), data=exc)
     return final_state(summary)
 
 

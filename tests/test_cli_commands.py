@@ -470,7 +470,10 @@ def test_status_before_any_provider_ran_is_one_line(home: Path):
     open_warehouse(home / "warehouse.duckdb").close()
     result = runner.invoke(app, ["status"])
     assert result.exit_code == 1
-    assert only_error_line(result) == "error: no runs recorded yet; run `gpucost refresh`"
+    # one line, with why there is nothing (no provider ever loaded) folded in
+    assert only_error_line(result).startswith(
+        "error: no runs recorded yet; run `gpucost refresh` (no successful live refresh yet:"
+    )
 
 
 @pytest.mark.parametrize("query", ["", ";", "  ;  ; "])
@@ -557,11 +560,13 @@ def test_export_writes_the_feeds_then_says_why_publishing_them_failed(home: Path
 
 
 def test_a_live_refresh_publishes_its_feeds_and_says_when_publishing_failed(home: Path, s3, monkeypatch):
+    from connectors.http import make_client
     from warehouse.publish import s3_client
 
     endpoint, bucket = s3
-    # gcp without GOOGLE_API_KEY is skipped, fetching nothing: a live run that needs no network
-    failed = runner.invoke(app, ["refresh", "--providers", "gcp"])
+    # a live run answered by the cassette: it loads (a run that loads nothing publishes nothing)
+    monkeypatch.setattr(orchestration, "make_client", lambda **kw: make_client(**{**kw, "replay": REPLAY}))
+    failed = runner.invoke(app, ["refresh", "--providers", "linode"])
     assert failed.exit_code == 1, failed.output
     line = error_line(failed)
     assert line.startswith("error: the refresh loaded, but publishing the feeds failed: no AWS credentials")
@@ -570,7 +575,7 @@ def test_a_live_refresh_publishes_its_feeds_and_says_when_publishing_failed(home
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "gpucost-test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "gpucost-test-secret")
     s3_client(endpoint).create_bucket(Bucket=bucket)
-    published = runner.invoke(app, ["refresh", "--providers", "gcp"])
+    published = runner.invoke(app, ["refresh", "--providers", "linode"])
     assert published.exit_code == 0, published.output
     files = len(json.loads((home.parent / "feeds" / "manifest.json").read_text())["files"])
     assert f"published {files + 1} files to s3://{bucket}/feeds (manifest last)" in published.stdout

@@ -268,7 +268,8 @@ def test_estimate_filters_do_not_mix_with_stated_hardware(home: Path) -> None:
 def test_estimate_with_filters_matching_nothing(home: Path) -> None:
     result = runner.invoke(app, [*ESTIMATE, "--offer-gpu", "RTX4090", "--provider", "aws"])
     assert result.exit_code == 1
-    assert "no current on-demand offers match --gpu RTX4090 --provider aws" in _one_error_line(result)
+    # the filter named as estimate spells it (its --gpu states hardware)
+    assert "no current on-demand offers match --offer-gpu RTX4090 --provider aws" in _one_error_line(result)
 
 
 # --- help and formatting -------------------------------------------------------------------------

@@ -27,8 +27,15 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _warehouse(home: Path, mode: str = "live") -> Path:
+    """A warehouse with one run of `mode` and one price (one without prices is "no live refresh yet")."""
+    from datetime import UTC, datetime
+
+    from tests.factories import make_offer
+    from warehouse.load import load_offers
+
     path = home / "warehouse.duckdb"
     con = open_warehouse(path)
+    load_offers(con, "r1", "aws", [make_offer("p5.48xlarge", 55.04)], now=datetime.now(UTC))
     con.execute(
         "insert into ops.runs (run_id, started_at, status, mode, providers) "
         "values ('r1', now(), 'ok', ?, ['aws'])",
@@ -62,7 +69,8 @@ def test_refresh_refuses_bad_input_in_one_line(home, args):
 def test_an_empty_replay_folder_is_refused(home, tmp_path):
     (tmp_path / "empty").mkdir()
     result = runner.invoke(app, ["refresh", "--replay", str(tmp_path / "empty")])
-    assert result.exit_code == 1 and "holds no recorded exchanges" in _one_error_line(result)
+    line = _one_error_line(result)
+    assert result.exit_code == 2 and "holds no recorded exchanges" in line and "a cassette is" in line
 
 
 def test_an_unwritable_feeds_folder_is_refused(home, tmp_path, monkeypatch):

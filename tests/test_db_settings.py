@@ -73,7 +73,7 @@ def test_settings_come_from_dotenv_and_the_environment_wins(tmp_path: Path, monk
 def test_defaults_without_environment_or_dotenv():
     settings = Settings()
     assert settings.warehouse_path == Path("data/warehouse.duckdb")
-    assert settings.feeds_dir == Path("feeds")
+    assert settings.feeds_dir == Path("data/feeds")  # beside the warehouse, not the working folder
     assert settings.raw_retention_days == 30 and settings.price_jump_factor == 3.0
     assert settings.accept_changes is False
 

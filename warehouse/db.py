@@ -1,6 +1,8 @@
 """The DuckDB warehouse: where it lives, how to open it, migrations and seeds.
 
-One file, `$GPUCOST_HOME/warehouse.duckdb` (GPUCOST_HOME defaults to ./data). DuckDB allows one
+One file, `$GPUCOST_HOME/warehouse.duckdb` (GPUCOST_HOME defaults to ./data); feeds and the page
+under `$GPUCOST_HOME/feeds` unless GPUCOST_FEEDS_DIR says otherwise; a replay's own warehouse and
+feeds under `Settings.replay_home`. DuckDB allows one
 writer process and, while it holds the file, no readers in other processes: an open that conflicts
 fails at once. `connect` turns that failure into `WarehouseBusy`, which says what to do.
 
@@ -21,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
-from pydantic import PositiveFloat, field_validator
+from pydantic import Field, PositiveFloat, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from connectors.http import USER_AGENT
@@ -39,7 +41,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GPUCOST_", env_file=".env", extra="ignore")
 
     home: Path = Path("data")
-    feeds_dir: Path = Path("feeds")
+    # where a refresh and `gpucost export` write the feeds and the page: beside the warehouse they
+    # come from, whatever the working folder (GPUCOST_FEEDS_DIR to publish them elsewhere)
+    feeds_dir: Path = Field(default_factory=lambda data: data["home"] / "feeds")
     http_timeout_seconds: float = 30.0
     http_retries: int = 4
     http_backoff_seconds: float = 0.5  # first retry waits about this long, then doubles
@@ -91,8 +95,29 @@ class Settings(BaseSettings):
 
     @property
     def replay_home(self) -> Path:
-        """Where `--replay` writes: its own warehouse, raw archive and feeds, never the live ones."""
-        return self.home / "replay"
+        """Where `--replay` writes: its own warehouse, raw archive and feeds, never the live ones.
+
+        `$GPUCOST_HOME/replay`, or GPUCOST_HOME itself when it is a replay's home already (a replay
+        left its marker there): pointing GPUCOST_HOME at the folder a replay names must not put the
+        next replay in `replay/replay`.
+        """
+        return self.home if is_replay_home(self.home) else self.home / "replay"
+
+
+REPLAY_MARKER = ".gpucost-replay-home"
+
+
+def is_replay_home(folder: Path) -> bool:
+    """Whether a replay made `folder` its home (`mark_replay_home`)."""
+    return (folder / REPLAY_MARKER).is_file()
+
+
+def mark_replay_home(folder: Path) -> None:
+    """Mark `folder` as a replay's home, so `Settings.replay_home` finds it from inside too."""
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / REPLAY_MARKER
+    if not marker.is_file():
+        marker.write_text("written by `gpucost refresh --replay`: this folder holds recorded sample data\n")
 
 
 class WarehouseError(Exception):
@@ -276,18 +301,47 @@ def check_mode(con: duckdb.DuckDBPyConnection, mode: str, path: Path | str) -> N
 SAMPLE_BANNER = "sample data: these prices come from a replay cassette (recorded sample data), not live APIs"
 
 
+NO_LIVE_REFRESH = (
+    "no successful live refresh yet: run `gpucost refresh`, or offline "
+    "`gpucost refresh --replay tests/replay`, which the read commands then use"
+)
+
+
+def holds_prices(path: Path) -> bool:
+    """Whether the warehouse at `path` holds any offer price: a refresh loaded at least one provider.
+
+    A refresh in which every provider failed (offline, say) leaves a warehouse with runs and seeds
+    and no prices: not "a live warehouse" for the read commands. A warehouse another process holds
+    counts as holding prices, so that the reader meets its busy error instead of other data.
+    """
+    if not path.exists():
+        return False
+    try:
+        con = connect(path, read_only=True)
+    except WarehouseError:
+        return True
+    try:
+        return _has_prices(con)
+    finally:
+        con.close()
+
+
 def reader_path(settings: Settings | None = None) -> Path:
-    """The warehouse read commands use: the live one, or, while none exists, the replay one."""
+    """The warehouse read commands use: the live one once a refresh loaded prices into it, else
+    the replay one when it exists, else the live one (empty or missing: `open_reader` says why)."""
     settings = settings or Settings()
     live = settings.warehouse_path
     replay = settings.replay_home / live.name
-    return live if live.exists() or not replay.exists() else replay
+    if replay != live and replay.exists() and not holds_prices(live):
+        return replay
+    return live
 
 
 def open_reader(
     settings: Settings | None = None, *, sandbox: bool = True
 ) -> tuple[duckdb.DuckDBPyConnection, str | None]:
-    """A read-only connection, and a banner to print when it holds sample data.
+    """A read-only connection, and a banner to print (stderr) when it holds sample data
+    (`SAMPLE_BANNER`) or no prices at all (`NO_LIVE_REFRESH`: why every answer will be empty).
 
     Sandboxed by default (`export` opts out to write its files): no file system or network access
     (`COPY ... TO`, `ATTACH`, `INSTALL`/`LOAD`, `EXPORT DATABASE`, `read_csv('/etc/...')` all fail)
@@ -296,7 +350,7 @@ def open_reader(
     path = reader_path(settings)
     con = connect(path, read_only=True)
     try:
-        banner = SAMPLE_BANNER if holds_sample_data(con) else None
+        banner = SAMPLE_BANNER if holds_sample_data(con) else None if _has_prices(con) else NO_LIVE_REFRESH
         for setting in (
             ()
             if not sandbox
@@ -313,3 +367,10 @@ def open_reader(
         con.close()
         raise
     return con, banner
+
+
+def _has_prices(con: duckdb.DuckDBPyConnection) -> bool:
+    try:
+        return bool(con.execute("select exists (select 1 from core.offer_prices)").fetchall()[0][0])
+    except duckdb.CatalogException:
+        return False

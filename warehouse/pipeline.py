@@ -8,8 +8,8 @@ offers; one whose scopes were partly held by a guard is `degraded` and loads the
 
 Run states (`ops.runs.status`): `running` while it works; `ok` when every provider that ran loaded
 cleanly; `partial` when some loaded and some failed, were rejected or degraded; `failed` when
-nothing loaded (or the run itself broke); `abandoned` for a run whose process died, marked by the
-next run.
+nothing loaded (or the run itself broke); `interrupted` for a run stopped by Ctrl-C or SIGTERM
+(what it landed before stays); `abandoned` for a run whose process died, marked by the next run.
 """
 
 from __future__ import annotations
@@ -304,9 +304,14 @@ def run_status(outcomes: Sequence[ProviderOutcome], error: str | None = None) ->
 
 
 def finish_run(
-    con: duckdb.DuckDBPyConnection, run_id: str, outcomes: Sequence[ProviderOutcome], error: str | None = None
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    outcomes: Sequence[ProviderOutcome],
+    error: str | None = None,
+    *,
+    interrupted: bool = False,
 ) -> str:
-    status = run_status(outcomes, error)
+    status = "interrupted" if interrupted else run_status(outcomes, error)
     con.execute(
         "update ops.runs set finished_at = ?, status = ?, error = ? where run_id = ?",
         [datetime.now(UTC), status, error, run_id],
