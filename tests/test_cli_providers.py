@@ -48,7 +48,10 @@ def test_json_says_unpublished_where_the_provider_states_nothing(empty_home: Pat
     records = {r["provider"]: r for r in json.loads(runner.invoke(app, ["providers", "--json"]).output)}
     assert records["aws"]["egress_price_per_gb"] == "unpublished"
     assert records["vast"]["volume_price_per_gb_month"] == "unpublished"
-    assert records["lambdalabs"]["storage_persists_on_stop"] == "unpublished"
+    assert records["fluidstack"]["storage_persists_on_stop"] == "unpublished"
+    # Lambda has no stop state: its local disk goes at terminate and an idle kept instance bills
+    assert records["lambdalabs"]["storage_persists_on_stop"] is False
+    assert records["lambdalabs"]["stopped_instance_bills"] is True
     assert records["verda"]["notes"].startswith("The pricing and billing page")
 
 
