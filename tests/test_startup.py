@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.replay_warehouse import build_replay_warehouse
+from tests.replay_warehouse import replay_only_home
 
 # Prefect and the HTTP stack are for refresh, check, deploy and server; `connectors` pulls in
 # every connector and httpx with them.
@@ -36,10 +36,7 @@ app()
 
 @pytest.fixture(scope="module")
 def replay_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.getbasetemp() / "replay-warehouse"
-    home.mkdir(exist_ok=True)
-    build_replay_warehouse(home)
-    return home
+    return replay_only_home(tmp_path_factory.getbasetemp())
 
 
 def loaded(args: list[str], home: Path, tmp_path: Path) -> set[str]:
