@@ -85,6 +85,7 @@ def test_help_loads_no_prefect_or_http_stack(args: list[str], replay_home: Path,
         ["history", "--gpu", "H100"],
         ["status"],
         ["models"],
+        ["providers"],
     ],
     ids=lambda a: a[0],
 )
