@@ -111,3 +111,26 @@ def test_an_offline_hub_model_id_is_refused_before_any_http_client(replay_home: 
     )
     assert done.returncode != 0 and "HF_HUB_OFFLINE" in done.stderr
     assert "httpx" not in json.loads(out.read_text())  # offline: refused before any client
+
+
+def test_the_start_up_benchmark_keeps_its_bytecode_modes_apart(tmp_path: Path):
+    """benchmarks/startup.py: `compiled` reads a prefix its warm-up filled; `source` keeps no
+    bytecode at all, so every run compiles from source; a failing command stops it with its line."""
+    from benchmarks import startup
+
+    home = tmp_path / "home"
+    home.mkdir()
+    compiled = startup.environment(home, tmp_path / "pyc-compiled", compiled=True, scratch=tmp_path)
+    source = startup.environment(home, tmp_path / "pyc-source", compiled=False, scratch=tmp_path)
+    assert startup.run_once(REPO, ("--help",), compiled) > 0
+    assert list((tmp_path / "pyc-compiled").rglob("cli.*.pyc"))  # flows/cli.py, compiled there
+    assert startup.run_once(REPO, ("--help",), source) > 0
+    assert not list(tmp_path.glob("pyc-source/**/*.pyc"))
+    with pytest.raises(SystemExit, match="exited 2"):
+        startup.run_once(REPO, ("no-such-command",), compiled)
+    rows: list[dict[str, object]] = [
+        {"command": "gpucost --help", "mode": "source", "before": 1.0, "after": 0.25}
+    ]
+    assert startup.table(rows, ["before", "after"]).splitlines()[-1] == (
+        "| `gpucost --help` | source | 1.00 | 0.25 | 4.0× |"
+    )
