@@ -14,7 +14,7 @@ frozen records, never print, and raise one error type, `AnswerError`, whose mess
 
 from __future__ import annotations
 
-from warehouse.db import WarehouseError
+from warehouse.errors import WarehouseError
 
 __all__ = ["AnswerError"]
 

@@ -22,8 +22,8 @@ import duckdb
 import polars as pl
 
 from answers import AnswerError
+from warehouse.freshness import stale_fx_rates
 from warehouse.lifecycle import Retirement, closed_as_retired, provider_health, retired
-from warehouse.load import stale_fx_rates
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 PAGE_QUERIES_DIR = Path(__file__).resolve().parent / "report" / "queries"

@@ -1013,10 +1013,12 @@ def make_client(
     spool_dir: Path | None = None,
     transport: httpx.BaseTransport | None = None,
     request_deadline: float = DEFAULT_REQUEST_DEADLINE,
-    user_agent: str = USER_AGENT,
+    user_agent: str | None = None,
 ) -> Client:
     """The one client factory. `transport` replaces the network layer (tests pass a MockTransport);
-    `user_agent` is sent with every request (the pipeline passes `Settings.user_agent`)."""
+    `user_agent` is sent with every request (the pipeline passes `Settings.user_agent`; None, as
+    when GPUCOST_USER_AGENT is unset, is USER_AGENT)."""
+    user_agent = USER_AGENT if user_agent is None else user_agent
     if not user_agent.strip() or any(c in user_agent for c in "\r\n"):
         raise ValueError(f"user_agent must be one non-empty line, got {user_agent!r}")
     if record is not None and replay is not None:

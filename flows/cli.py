@@ -25,26 +25,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import duckdb
 import typer
 from rich.table import Table
 
-from answers import AnswerError, catalog
-from answers import status as answers_status
+from answers import AnswerError
 from flows import STARTED, cli_finetune, cli_prices, cli_providers
 from flows.output import console, err
-from warehouse.db import (
-    NO_LIVE_REFRESH,
-    Settings,
-    WarehouseError,
-    check_mode,
-    connect,
-    open_reader,
-)
-from warehouse.export import FORMATS, write_feeds
+from warehouse.errors import WarehouseError
 
+# Each command imports what it uses (DuckDB and pydantic with warehouse.db, polars with answers,
+# Prefect and the HTTP stack only in refresh, check, deploy and server): `gpucost --help` and the
+# read commands start in a fraction of the time (issue 22; tests/test_startup.py holds it).
 if TYPE_CHECKING:
+    import duckdb
+
     from flows.orchestration import RefreshSummary
+    from warehouse.db import Settings
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 
@@ -122,6 +118,8 @@ def _settings_are_valid() -> None:
     # the environment or .env would otherwise surface as a pydantic traceback mid-way.
     from pydantic import ValidationError
 
+    from warehouse.db import Settings
+
     global _pending_notice
     _pending_notice = None  # one per command, also when several run in one process (tests)
     try:
@@ -149,6 +147,8 @@ def _print_frame(columns: list[str], rows: list[tuple], title: str | None = None
 def _read_only(*, sandbox: bool = True) -> duckdb.DuckDBPyConnection:
     """The warehouse, read-only (and sandboxed: no files, network or extensions); says so on stderr
     when it holds sample data."""
+    from warehouse.db import NO_LIVE_REFRESH, open_reader
+
     global _pending_notice
     try:
         con, banner = open_reader(sandbox=sandbox)
@@ -268,6 +268,8 @@ def _check_replay_dir(replay: Path) -> None:
 
 def _check_warehouse(path: Path, mode: str) -> None:
     """Before Prefect starts: the warehouse is free to write, and holds the same kind of data."""
+    from warehouse.db import check_mode, connect
+
     if not path.exists():
         _writable_dir(path.parent, "warehouse folder")
         return
@@ -313,6 +315,7 @@ def refresh(
     GPUCOST_FEEDS_DIR (default $GPUCOST_HOME/feeds); a run in which no provider loaded leaves them
     as they were. Ctrl-C or SIGTERM stops it: the run is recorded `interrupted`, exit 130.
     """
+    from warehouse.db import Settings
     from warehouse.pipeline import select_connectors
 
     if replay is not None and record is not None:
@@ -487,6 +490,7 @@ def check(
     from connectors.http import make_client
     from warehouse.check import baselines
     from warehouse.check import check as run_check
+    from warehouse.db import Settings, open_reader
     from warehouse.load import previous_validators
     from warehouse.pipeline import CAUSE_HINTS, credentials_for, environment, select_connectors
 
@@ -594,6 +598,8 @@ def sql(
     Several statements separated by `;` run in turn, each result printed under its own title. The
     connection cannot write the warehouse, touch files or the network, or load extensions.
     """
+    import duckdb
+
     con = _read_only()
     results: list[tuple[str, list[str], list[tuple]]] = []
     try:
@@ -648,6 +654,8 @@ def export(
 
     With GPUCOST_FEEDS_URL=s3://bucket/prefix set, they are also uploaded there, manifest last.
     """
+    from warehouse.db import Settings
+    from warehouse.export import FORMATS, write_feeds
     from warehouse.publish import PublishError, check_settings, publish_if_configured
 
     formats = FORMATS if format == "both" else (format,)
@@ -718,6 +726,9 @@ def status() -> None:
     stale exchange rates and offers the marts leave out (an absurd converted price)."""
     from datetime import UTC, datetime
 
+    from answers import status as answers_status
+    from warehouse.db import Settings
+
     settings = Settings()
     con = _read_only()
     try:
@@ -781,6 +792,8 @@ def status() -> None:
 @app.command()
 def gpus() -> None:
     """The canonical GPU catalog with its specs (warehouse/seeds/gpus.csv)."""
+    from answers import catalog
+
     columns, rows = catalog.gpu_catalog()
     _print_frame(columns, rows, title="canonical GPUs", limit=1000)
 
@@ -789,6 +802,8 @@ def gpus() -> None:
 def unmapped() -> None:
     """Current offers whose GPU the seeds cannot name (fix: add an alias or instance type row),
     and spec conflicts: offers whose stated VRAM disagrees with the seed's (check the source)."""
+    from answers import catalog
+
     con = _read_only()
     try:
         columns, rows = catalog.unmapped(con)
@@ -817,7 +832,7 @@ def gc(
     from datetime import UTC, datetime
 
     from warehouse.archive import collect_garbage
-    from warehouse.db import migrate, reader_path
+    from warehouse.db import Settings, connect, migrate, reader_path
 
     settings = Settings()
     path = reader_path(settings)  # the live warehouse, or the replay one while no live one exists
@@ -937,6 +952,7 @@ def server_start(
 ) -> None:
     """Start a Prefect server in the background; later refreshes become flow runs there."""
     from flows import server
+    from warehouse.db import Settings
 
     home = Settings().home
     try:
@@ -951,6 +967,7 @@ def server_start(
 def server_stop() -> None:
     """Stop the managed Prefect server."""
     from flows import server
+    from warehouse.db import Settings
 
     stopped = server.stop(Settings().home)
     console.print("Prefect server stopped" if stopped else "no managed Prefect server was running")
@@ -960,6 +977,7 @@ def server_stop() -> None:
 def server_status() -> None:
     """Whether the managed Prefect server runs, where, and whether it answers."""
     from flows import server
+    from warehouse.db import Settings
 
     home = Settings().home
     found = server.running(home)

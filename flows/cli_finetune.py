@@ -36,23 +36,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import polars as pl
 import typer
 from rich import box
 from rich.table import Table
 
 from answers import AnswerError
-from answers.estimate import (
-    OfferRanking,
-    StatedEstimate,
-    StatedHardware,
-    job_memory,
-    on_hardware,
-    rank_offers,
-)
-from answers.prices import OfferFilters
 from finetune import FinetuneJob, Job, ModelSpec
 from finetune.job import PaddedShape
 from finetune.offer import Interconnect
@@ -87,8 +77,16 @@ from flows.job_options import (
     with_job_options,
 )
 from flows.output import console, err
-from warehouse.db import WarehouseError, open_reader
+from warehouse.errors import WarehouseError
 from warehouse.seed_models import load_models
+
+# answers.estimate (polars, DuckDB, the marts' cost SQL) is imported by the commands that run it:
+# `gpucost --help` and `models` never load it (issue 22).
+if TYPE_CHECKING:
+    import polars as pl
+
+    from answers.estimate import OfferRanking, StatedEstimate
+    from answers.prices import OfferFilters
 
 __all__ = ["estimate", "interruption_band", "memory", "models", "parse_tokens"]
 
@@ -121,6 +119,8 @@ def memory(
     as_json: JsonOpt = False,
 ) -> None:
     """Peak memory per GPU (GB = 1e9 bytes) of one fine-tuning configuration. Needs no warehouse."""
+    from answers.estimate import job_memory
+
     if sharding.value == "hybrid":
         # hybrid shards inside a node: its memory is zero3's over one node's GPUs
         raise _usage(
@@ -292,6 +292,9 @@ def estimate(
     total and named. Per provider, GPU and pricing type, an offer neither faster nor cheaper than
     another is folded.
     """
+    from answers.estimate import StatedHardware, on_hardware
+    from answers.prices import OfferFilters
+
     spec = job.model_spec()
     # sharding is chosen per offer (none → zero2 → zero3); offload rules out `none`
     model_job, shape = job.job(
@@ -356,6 +359,9 @@ def _rank(
     bill: bool = False,
 ) -> None:
     """The ranking of current offers, as a table (the ranking or, with `bill`, the bills) or JSON."""
+    from answers.estimate import rank_offers
+    from warehouse.db import open_reader
+
     try:
         con, banner = open_reader()
     except WarehouseError as exc:

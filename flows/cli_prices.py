@@ -19,18 +19,22 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import duckdb
-import polars as pl
 import typer
 from rich import box
 from rich.table import Table
 
-from answers import prices as answers
-from answers.prices import OfferFilters, split_list
 from flows.output import console, err
-from warehouse.db import NO_LIVE_REFRESH, SAMPLE_BANNER, WarehouseError, open_reader
+from warehouse.errors import WarehouseError
+
+# The queries (answers.prices: polars, DuckDB) are imported by the functions that run them, so
+# that `gpucost --help` and the commands that never read prices do not load them (issue 22).
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+
+    from answers.prices import OfferFilters
 
 # --- options shared with `gpucost estimate` ------------------------------------------------------
 
@@ -123,6 +127,8 @@ def make_filters(
 ) -> OfferFilters:
     """The options as `OfferFilters` (comma-separated lists split); `gpu_option` is the flag the
     command calls its GPU filter, for messages (`estimate`'s is --offer-gpu)."""
+    from answers.prices import OfferFilters, split_list
+
     return OfferFilters(
         gpu_option=gpu_option,
         gpus=split_list(gpu),
@@ -139,6 +145,8 @@ def make_filters(
 def open_answers() -> tuple[duckdb.DuckDBPyConnection, str | None]:
     """The read-only warehouse and its banner (`open_reader`); the sample-data banner is printed to
     stderr, the no-prices one is left to the empty answer, which says it once as its reason."""
+    from warehouse.db import SAMPLE_BANNER, open_reader
+
     try:
         con, banner = open_reader()
     except WarehouseError as exc:
@@ -153,6 +161,10 @@ def _why_no_prices(
 ) -> str:
     """Why `prices` has nothing to show: no refresh loaded any, the filters removed every row, or
     every provider's offers are closed or stale. "Loosen a filter" only when one removed rows."""
+    from answers import prices as answers
+    from answers.prices import OfferFilters
+    from warehouse.db import NO_LIVE_REFRESH
+
     if banner == NO_LIVE_REFRESH:
         return NO_LIVE_REFRESH
     everything = OfferFilters(include_stale=True, include_unavailable=True)
@@ -181,6 +193,9 @@ def format_age(hours: float | None) -> str:
 
 def fetched_line(frame: pl.DataFrame, banner: str | None, now: datetime) -> str:
     """ "live prices fetched 2026-12-01 09:25 UTC (3m ago)", or a range when rows differ."""
+    from answers import prices as answers
+    from warehouse.db import SAMPLE_BANNER
+
     oldest, newest = answers.fetched_between(frame)
     kind = "sample prices (replay cassette, not live)" if banner == SAMPLE_BANNER else "live prices"
     if oldest is None or newest is None:
@@ -303,6 +318,8 @@ def prices(
     "≥" marks a page's "from" price (a lower bound); "market p10" is a marketplace's statistic;
     "†" a price for the GPU alone (CPU, RAM, disk extra); "✗" an offer marked unavailable.
     """
+    from answers import prices as answers
+
     if as_json and as_csv:
         raise _fail("--json and --csv are exclusive", code=2)
     filters = make_filters(
@@ -415,6 +432,9 @@ def history(
 
     --json and --csv print the price intervals (valid_to empty: still current).
     """
+    from answers import prices as answers
+    from warehouse.db import NO_LIVE_REFRESH
+
     if as_json and as_csv:
         raise _fail("--json and --csv are exclusive", code=2)
     filters = make_filters(gpu, provider, region, spot=spot_choice(spot, on_demand))
@@ -445,6 +465,10 @@ def history(
 
 
 def _history_table(summary: pl.DataFrame, points: pl.DataFrame, times: Sequence[datetime]) -> Table:
+    import polars as pl
+
+    from answers import prices as answers
+
     grid = points.group_by(list(answers.SERIES_KEY)).agg(pl.col("t"), pl.col("usd_per_gpu_hour"))
     charts: dict[tuple[Any, ...], str] = {}
     for row in grid.iter_rows(named=True):

@@ -20,7 +20,6 @@ import typer
 from rich import box
 from rich.table import Table
 
-from answers.providers import UNPUBLISHED, seeded_provider_facts
 from flows.output import console
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON rows (every column, notes too).")]
@@ -31,6 +30,9 @@ GRANULARITY = {"per_second": "1 s", "per_minute": "1 min", "per_hour": "1 h"}
 
 
 def _fact(value: Any) -> str:
+    # answers.providers here and below, not above: it loads DuckDB, which `--help` never needs
+    from answers.providers import UNPUBLISHED
+
     if value == UNPUBLISHED or value is None:
         return DASH
     if isinstance(value, bool):
@@ -41,6 +43,8 @@ def _fact(value: Any) -> str:
 
 
 def _money(value: Any, currency: Any) -> str:
+    from answers.providers import UNPUBLISHED
+
     text = _fact(value)
     return text if text == DASH or currency in (None, UNPUBLISHED) else f"{text} {currency}"
 
@@ -60,6 +64,8 @@ def _json_value(value: object) -> object:
 def providers(as_json: JsonOpt = False) -> None:
     """Storage, egress and billing facts per provider, each with its source URL and checked date
     (warehouse/seeds/provider_storage.csv); "unpublished" where the provider states none."""
+    from answers.providers import UNPUBLISHED, seeded_provider_facts
+
     columns, rows = seeded_provider_facts()
     records = [dict(zip(columns, row, strict=True)) for row in rows]
     if as_json:

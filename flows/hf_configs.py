@@ -14,10 +14,10 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
-
-from connectors.http import make_client
+if TYPE_CHECKING:
+    import httpx
 
 HUB_URL = "https://huggingface.co"
 
@@ -64,6 +64,8 @@ def _parse(body: bytes, where: str) -> dict[str, object]:
 
 def fetch_config(model_id: str, client: httpx.Client, token: str | None = None) -> dict[str, object]:
     """config.json of `model_id` from the Hub."""
+    import httpx  # here, not above: `--help` and seeded models never load the HTTP stack
+
     url = f"{HUB_URL}/{model_id}/resolve/main/config.json"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
@@ -100,6 +102,8 @@ def resolve_config(
             f"{model_id} is not in the HF cache ({hub_cache_dir(env)}) and HF_HUB_OFFLINE is set; "
             "pass its config.json with --config"
         )
+    from connectors.http import make_client
+
     own = client is None
     client = client or make_client(retries=1)
     try:

@@ -58,3 +58,13 @@ def build_replay_warehouse(home: Path, cassette: Path = REPLAY_DIR) -> Path:
     # only a complete warehouse gets the name later calls reuse
     partial.replace(path)
     return path
+
+
+def replay_only_home(base: Path) -> Path:
+    """A GPUCOST_HOME as `gpucost refresh --replay tests/replay` leaves a fresh clone: the replay
+    warehouse in `home/replay`, no live one, so read commands answer from the sample data and say
+    so. Built once under `base` (tests pass the session's base temp folder) and reused."""
+    home = base / "replay-home"
+    (home / "replay").mkdir(parents=True, exist_ok=True)
+    build_replay_warehouse(home / "replay")
+    return home

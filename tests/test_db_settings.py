@@ -93,9 +93,13 @@ def test_a_malformed_setting_is_one_line_naming_the_variable(where: str, tmp_pat
 
 
 def test_the_user_agent_setting_defaults_to_the_project_and_reads_the_environment(monkeypatch):
-    from connectors.http import USER_AGENT
+    import httpx
 
-    assert Settings().user_agent == USER_AGENT
+    from connectors.http import USER_AGENT, make_client
+
+    assert Settings().user_agent is None  # unset: the client's own default, the project's
+    with make_client(transport=httpx.MockTransport(lambda r: httpx.Response(200)), user_agent=None) as client:
+        assert client.headers["user-agent"] == USER_AGENT
     monkeypatch.setenv("GPUCOST_USER_AGENT", "  acme-gpu-prices/1 (+https://acme.example/ops)  ")
     assert Settings().user_agent == "acme-gpu-prices/1 (+https://acme.example/ops)"  # stripped
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO, SHARED
+from tests.replay_warehouse import replay_only_home
 from warehouse.db import connect, load_seeds, migrate
 from warehouse.marts import build_marts
 
@@ -78,3 +86,126 @@ def test_design_contract_columns_exist_in_gpu_offers():
     build_marts(con)
     columns = {r[0] for r in con.execute("describe marts.gpu_offers").fetchall()}
     assert promised <= columns, promised - columns
+
+
+# --- the README's commands, run ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Example:
+    """One `uv run gpucost …` of a README code block, and the output shown under it (`$ ` ones)."""
+
+    args: tuple[str, ...]
+    output: tuple[str, ...]
+
+    @property
+    def id(self) -> str:
+        words = [self.args[0], *(a for a in self.args[1:2] if re.fullmatch(r"[a-z]+", a))]
+        return " ".join(words) + f" ({len(self.args)} args)"
+
+
+def readme_examples(text: str = README) -> list[Example]:
+    """Every `uv run gpucost` line of a fenced block (a quoted argument may span lines; `#` starts a
+    comment), with the lines up to the next `$ ` as its output when it is shown as `$ uv run …`."""
+    examples = []
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", text, flags=re.M | re.S):
+        lines = block.splitlines()
+        i = 0
+        while i < len(lines):
+            shown = lines[i].startswith("$ ")
+            command = lines[i].removeprefix("$ ")
+            i += 1
+            if not command.startswith("uv run gpucost"):
+                continue
+            while True:
+                try:
+                    argv = shlex.split(command, comments=True)
+                    break
+                except ValueError:  # an open quote: the argument goes on on the next line
+                    command += "\n" + lines[i]
+                    i += 1
+            output: list[str] = []
+            while shown and i < len(lines) and not lines[i].startswith("$ "):
+                output.append(lines[i])
+                i += 1
+            examples.append(Example(tuple(argv[3:]), tuple(output)))
+    return examples
+
+
+RULE = re.compile(r"\s*[─━┡╇┩]+\s*")
+
+
+def header_lines(output: list[str] | tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The column headers of each table: the words of the line above a rule (`───` under a simple
+    head, `┡━╇━┩` under a boxed one), box characters and spacing aside, so widths do not matter."""
+    return [
+        tuple(re.findall(r"[^\s┃│]+", line))
+        for line, below in itertools.pairwise(output)
+        if RULE.fullmatch(below) and not RULE.fullmatch(line) and line.strip()
+    ]
+
+
+# Whatever needs the network or a Prefect server; every other README command runs offline.
+OFFLINE_SKIPS = {
+    "refresh": "a live refresh asks every provider's API, over the network (tests/test_flow.py "
+    "runs the replay one)",
+    "deploy": "deploy registers deployments on a running Prefect server and work pool",
+    "server": "server starts a background Prefect server process",
+}
+EXAMPLES = readme_examples()
+
+
+def test_the_readme_parser_finds_its_commands_and_their_output():
+    sample = (
+        '```\n$ uv run gpucost sql "select 1,\n  2"\n┏━━━┓\n┃ a ┃\n┡━━━┩\n'
+        "$ uv run gpucost prices --gpu H100  # a comment\nGPU  provider\n───────\n```\n"
+        "```\nuv run gpucost deploy   # no output shown\nuv run prefect worker start\n```\n"
+    )
+    sql, prices, deploy = readme_examples(sample)
+    assert sql.args == ("sql", "select 1,\n  2") and header_lines(sql.output) == [("a",)]
+    assert prices.args == ("prices", "--gpu", "H100") and header_lines(prices.output) == [("GPU", "provider")]
+    assert deploy == Example(("deploy",), ())
+    assert {e.args[0] for e in EXAMPLES} >= {"sql", "prices", "memory", "estimate", "check", "refresh"}
+
+
+@pytest.fixture(scope="module")
+def replay_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return replay_only_home(tmp_path_factory.getbasetemp())
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.id for e in EXAMPLES])
+def test_every_readme_command_runs_on_the_replay_warehouse_with_the_output_shown(
+    example: Example, replay_home: Path, tmp_path: Path
+):
+    """The README's commands with its arguments, on the warehouse `refresh --replay tests/replay`
+    leaves: exit 0, the tables' column headers as shown, and the sample-data lines it shows."""
+    if example.args[0] in OFFLINE_SKIPS and "--replay" not in example.args:
+        pytest.skip(OFFLINE_SKIPS[example.args[0]])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCOST_")}
+    # 150 columns: the width the README's outputs were generated at (estimate's wide layout, >= 140)
+    env.update(
+        GPUCOST_HOME=str(replay_home),
+        GPUCOST_FEEDS_DIR=str(tmp_path / "feeds"),
+        HF_HUB_OFFLINE="1",
+        COLUMNS="150",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *example.args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"gpucost {' '.join(example.args)}: {done.stderr[-2000:]}"
+    shown = header_lines(example.output)
+    assert shown, f"the README shows no table under `gpucost {example.id}`"
+    got = header_lines(done.stdout.splitlines())
+    for header in shown:
+        assert header in got, f"README header {header} of `gpucost {example.id}`; the command prints {got}"
+    said = [" ".join(line.split()) for line in (done.stdout + done.stderr).splitlines()]
+    for line in example.output:
+        if line.startswith(("sample data:", "sample prices (replay cassette, not live) fetched")):
+            # the fetch time and age are the run's own: compare what comes before them
+            fixed = line.split(" fetched ")[0] if " fetched " in line else line
+            assert any(s.startswith(" ".join(fixed.split())) for s in said), line

@@ -26,7 +26,7 @@ import duckdb
 from pydantic import Field, PositiveFloat, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from connectors.http import USER_AGENT
+from warehouse.errors import WarehouseError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 MIGRATIONS_DIR = PACKAGE_DIR / "migrations"
@@ -68,15 +68,19 @@ class Settings(BaseSettings):
     market_min_hosts: int = 3
     # raw archive (warehouse/archive.py): bodies of runs that changed no price are kept this long
     raw_retention_days: int = 30
-    # sent with every request to a provider: who asks and where to reach them (connectors/http.py)
-    user_agent: str = USER_AGENT
+    # sent with every request to a provider: who asks and where to reach them. Unset (None), the
+    # project's own, connectors.http.USER_AGENT, filled in by make_client: naming it here would
+    # import every connector and the HTTP stack into each read command (start-up, issue 22)
+    user_agent: str | None = None
     # provider lifecycle (warehouse/lifecycle.py): a provider failing for longer than this since its
     # last good run is stale: its offers leave prices, estimate, the page and the feeds by default
     stale_after_hours: PositiveFloat = 48.0
 
     @field_validator("user_agent")
     @classmethod
-    def _one_line(cls, value: str) -> str:
+    def _one_line(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         value = value.strip()
         if not value or "\n" in value or "\r" in value:
             raise ValueError(
@@ -118,10 +122,6 @@ def mark_replay_home(folder: Path) -> None:
     marker = folder / REPLAY_MARKER
     if not marker.is_file():
         marker.write_text("written by `gpucost refresh --replay`: this folder holds recorded sample data\n")
-
-
-class WarehouseError(Exception):
-    """Base for warehouse errors that carry advice for the user."""
 
 
 class WarehouseBusy(WarehouseError):

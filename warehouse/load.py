@@ -44,7 +44,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 import duckdb
@@ -53,6 +53,7 @@ import polars as pl
 from connectors.base import SHRINK_LIMIT, FxRate, Offer, Unchanged
 from warehouse.archive import archived_responses, land_raw  # noqa: F401  (re-exported: callers land here)
 from warehouse.db import transaction
+from warehouse.freshness import stale_fx_rates  # noqa: F401  (re-exported: it was defined here)
 
 # A price moving by more than this factor, up or down, in one run is held for confirmation.
 JUMP_FACTOR = 3.0
@@ -241,30 +242,6 @@ def usd_rates(con: duckdb.DuckDBPyConnection, on: date) -> dict[str, tuple[float
     for currency, rate, rate_date, source in rows:
         rates[currency] = (rate, rate_date, source)
     return rates
-
-
-def stale_fx_rates(
-    con: duckdb.DuckDBPyConnection, stale_after_days: float, today: date | None = None
-) -> list[tuple[str, date, int]]:
-    """(currency, newest rate date, current offers priced in it) of every currency whose newest
-    held rate is more than `stale_after_days` old on `today` (default: the UTC date), for the
-    currencies some current offer is priced in; a currency with no rate at all is not here (its
-    offers are quarantined at load)."""
-    today = today or datetime.now(UTC).date()
-    rows = con.execute(
-        """
-        with rates as (
-            select currency, max(rate_date) as rate_date from core.fx_rates group by currency
-        )
-        select o.currency, r.rate_date, count(*) as offers
-        from core.offer_prices as o inner join rates as r using (currency)
-        where o.valid_to is null and o.currency <> 'USD' and date_diff('day', r.rate_date, ?) > ?
-        group by o.currency, r.rate_date
-        order by o.currency
-        """,
-        [today, stale_after_days],
-    ).fetchall()
-    return [(currency, rate_date, offers) for currency, rate_date, offers in rows]
 
 
 # --- validation --------------------------------------------------------------------------------------
