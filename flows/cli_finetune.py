@@ -313,6 +313,22 @@ def estimate(
         gpu_option="--offer-gpu",
     )
     if gpu is None:
+        # the stated-hardware options describe the --gpu machine; without it they would be ignored
+        stated = {
+            "--gpus": gpus != 1,
+            "--nodes": nodes != 1,
+            "--interconnect": interconnect is not None,
+            "--sharding": sharding is not None,
+            "--inter-node-gbps": inter_node_gbps != 3200.0,
+            "--price-per-gpu-hour": price_per_gpu_hour is not None,
+        }
+        given = [flag for flag, set_ in stated.items() if set_]
+        if given:
+            raise _fail(
+                f"{', '.join(given)} describe(s) the hardware of --gpu; add --gpu NAME to estimate on "
+                "it, or drop them to rank current offers (each offer states its own)",
+                code=2,
+            )
         _rank(
             fjob,
             spec,

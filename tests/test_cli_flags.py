@@ -134,3 +134,22 @@ def test_the_bare_command_still_prints_its_help_and_an_unknown_command_is_one_li
     assert unknown.exit_code == 2 and "No such command 'pricse'" in only_error_line(unknown)
     helped = runner.invoke(app, ["prices", "--help"])
     assert helped.exit_code == 0 and "--on-demand" in helped.output
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["--sharding", "zero3"], "--sharding"),
+        (["--gpus", "4"], "--gpus"),
+        (["--nodes", "2"], "--nodes"),
+        (["--interconnect", "nvlink"], "--interconnect"),
+        (["--price-per-gpu-hour", "2.5"], "--price-per-gpu-hour"),
+        (["--inter-node-gbps", "400"], "--inter-node-gbps"),
+    ],
+)
+def test_a_stated_hardware_option_without_gpu_is_refused_not_ignored(extra: list[str], flag: str, home: Path):
+    # ranking offers, each offer states its own hardware: a --sharding or --gpus given without
+    # --gpu would silently change nothing, so it is a usage error naming the flag and --gpu
+    line = only_error_line(runner.invoke(app, [*ESTIMATE, *extra]))
+    assert flag in line and "--gpu NAME" in line
+    assert runner.invoke(app, [*ESTIMATE, *extra]).exit_code == 2
