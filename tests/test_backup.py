@@ -332,3 +332,20 @@ def test_targets_are_s3_prefixes_or_folders():
     with pytest.raises(BackupError, match="names no bucket"):
         open_store("s3:///prefix")
     assert isinstance(open_store("/tmp/some/folder"), FolderStore)
+
+
+def test_s3_failures_are_one_line_that_says_what_to_do(home: Path, s3, monkeypatch):
+    endpoint, bucket = s3
+    monkeypatch.setenv("GPUCOST_S3_ENDPOINT_URL", endpoint)
+    result = runner.invoke(app, ["backup", f"s3://{bucket}-missing/backup"])
+    assert result.exit_code == 1
+    line = one_error(result)
+    assert f"s3://{bucket}-missing/" in line and "NoSuchBucket" in line and "check the bucket" in line
+
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    result = runner.invoke(app, ["backup", f"s3://{bucket}/backup"])
+    assert result.exit_code == 1
+    assert one_error(result).startswith(f"error: no AWS credentials for s3://{bucket}/backup: set")
+    result = runner.invoke(app, ["restore", f"s3://{bucket}/backup"])
+    assert "no AWS credentials" in one_error(result)

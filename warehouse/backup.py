@@ -31,6 +31,7 @@ import json
 import shutil
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -117,6 +118,25 @@ class S3Store:
         self.location = location
         self.client = client
 
+    @contextmanager
+    def _errors(self, name: str) -> Iterator[None]:
+        """boto3's failures as one line that says what to do; the last complete backup stays."""
+        from boto3.exceptions import S3UploadFailedError
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+        try:
+            yield
+        except NoCredentialsError:
+            raise BackupError(
+                f"no AWS credentials for {self.url()}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                "(or AWS_PROFILE)"
+            ) from None
+        except (BotoCoreError, ClientError, S3UploadFailedError) as exc:
+            raise BackupError(
+                f"{self.url(name)}: {exc}; check the bucket, the credentials' rights on it and "
+                "GPUCOST_S3_ENDPOINT_URL, then run the command again"
+            ) from None
+
     def url(self, name: str = "") -> str:
         return self.location.url(name) if name else f"s3://{self.location.bucket}/{self.location.prefix}"
 
@@ -127,34 +147,39 @@ class S3Store:
     def read(self, name: str) -> bytes | None:
         from botocore.exceptions import ClientError
 
-        try:
-            answer = self.client.get_object(Bucket=self.location.bucket, Key=self.location.key(name))
-        except ClientError as exc:
-            if self._missing(exc):
-                return None
-            raise
-        return bytes(answer["Body"].read())
+        with self._errors(name):
+            try:
+                answer = self.client.get_object(Bucket=self.location.bucket, Key=self.location.key(name))
+            except ClientError as exc:
+                if self._missing(exc):
+                    return None
+                raise
+            return bytes(answer["Body"].read())
 
     def download(self, name: str, path: Path) -> None:
         from botocore.exceptions import ClientError
 
-        try:
-            self.client.download_file(self.location.bucket, self.location.key(name), str(path))
-        except ClientError as exc:
-            if self._missing(exc):
-                raise BackupError(
-                    f"{self.url(name)} is listed in {MANIFEST} but missing; the backup is damaged"
-                ) from None
-            raise
+        with self._errors(name):
+            try:
+                self.client.download_file(self.location.bucket, self.location.key(name), str(path))
+            except ClientError as exc:
+                if self._missing(exc):
+                    raise BackupError(
+                        f"{self.url(name)} is listed in {MANIFEST} but missing; the backup is damaged"
+                    ) from None
+                raise
 
     def upload(self, path: Path, name: str) -> None:
-        self.client.upload_file(str(path), self.location.bucket, self.location.key(name))
+        with self._errors(name):
+            self.client.upload_file(str(path), self.location.bucket, self.location.key(name))
 
     def write(self, name: str, data: bytes) -> None:
-        self.client.put_object(Bucket=self.location.bucket, Key=self.location.key(name), Body=data)
+        with self._errors(name):
+            self.client.put_object(Bucket=self.location.bucket, Key=self.location.key(name), Body=data)
 
     def delete(self, name: str) -> None:
-        self.client.delete_object(Bucket=self.location.bucket, Key=self.location.key(name))
+        with self._errors(name):
+            self.client.delete_object(Bucket=self.location.bucket, Key=self.location.key(name))
 
 
 def open_store(target: str, *, client: Any = None) -> Store:
@@ -296,8 +321,9 @@ def restore(warehouse_path: Path, raw_dir: Path, store: Store, *, replace: bool 
             f"{warehouse_path.parent} holds a warehouse or raw archive already; restore replaces "
             "them: pass --replace, or point GPUCOST_HOME at an empty folder"
         )
-    if warehouse_path.exists():
-        connect(warehouse_path).close()  # WarehouseBusy while a refresh or a reader holds it
+    # WarehouseBusy while a refresh or a reader holds it; held through the swap, so a refresh that
+    # starts meanwhile waits for the restored file instead of writing into the one moved aside
+    guard = connect(warehouse_path) if warehouse_path.exists() else None
     home = warehouse_path.parent
     home.mkdir(parents=True, exist_ok=True)
     staging = home / f".restore-{uuid.uuid4().hex}"
@@ -317,6 +343,8 @@ def restore(warehouse_path: Path, raw_dir: Path, store: Store, *, replace: bool 
         connect(staged_warehouse, read_only=True).close()  # a DuckDB file this DuckDB reads
         _swap(staging, staged_warehouse, warehouse_path, raw_dir)
     finally:
+        if guard is not None:
+            guard.close()
         shutil.rmtree(staging, ignore_errors=True)
     return RestoreReport(
         store.url(),
