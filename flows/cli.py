@@ -11,6 +11,7 @@ Bad input (an unknown provider, a missing cassette, a busy warehouse, an unwrita
 one line on stderr and exit code 2 (usage) or 1, checked before any Prefect server starts.
 gpucost gpus / unmapped             the GPU catalog; offers whose GPU we cannot name
 gpucost memory / estimate           fine-tuning memory and cost (flows/cli_finetune.py)
+gpucost backup / restore TARGET      raw archive and warehouse to s3://... or a folder (flows/cli_backup.py)
 """
 
 from __future__ import annotations
