@@ -74,12 +74,16 @@ def image_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if uv is None:
         pytest.skip("uv is not on PATH; .ci/run installs it")
     venv = tmp_path_factory.mktemp("image") / "venv"
+    # the Dockerfile's uv settings (copy from the cache, compile bytecode, no Python download),
+    # with the environment in a temp folder instead of /app/.venv
+    from_dockerfile = {k: v for k, v in dockerfile_env().items() if k.startswith("UV_")}
+    assert from_dockerfile.keys() >= {"UV_PROJECT_ENVIRONMENT", "UV_LINK_MODE", "UV_COMPILE_BYTECODE"}
     env = {
         **os.environ,
+        **from_dockerfile,
         "UV_PROJECT_ENVIRONMENT": str(venv),
         "UV_OFFLINE": "1",  # no test touches the network: the cache the checkout's sync filled
         "UV_PYTHON": sys.executable,
-        "UV_PYTHON_DOWNLOADS": "never",
         "UV_NO_PROGRESS": "1",
     }
     env.pop("VIRTUAL_ENV", None)
