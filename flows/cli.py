@@ -11,6 +11,7 @@ Bad input (an unknown provider, a missing cassette, a busy warehouse, an unwrita
 one line on stderr and exit code 2 (usage) or 1, checked before any Prefect server starts.
 gpucost gpus / unmapped             the GPU catalog; offers whose GPU we cannot name
 gpucost memory / estimate           fine-tuning memory and cost (flows/cli_finetune.py)
+gpucost backup / restore TARGET      raw archive and warehouse to s3://... or a folder (flows/cli_backup.py)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import typer
 from rich.table import Table
 
 from answers import AnswerError
-from flows import STARTED, cli_finetune, cli_prices, cli_providers
+from flows import STARTED, cli_backup, cli_finetune, cli_prices, cli_providers
 from flows.output import console, err
 from warehouse.errors import WarehouseError
 
@@ -997,6 +998,7 @@ app.command()(cli_finetune.models)
 app.command()(cli_prices.prices)
 app.command()(cli_prices.history)
 app.command()(cli_providers.providers)
+cli_backup.register(app)  # gpucost backup, gpucost restore
 
 
 if __name__ == "__main__":

@@ -151,6 +151,10 @@ OFFLINE_SKIPS = {
     "runs the replay one)",
     "deploy": "deploy registers deployments on a running Prefect server and work pool",
     "server": "server starts a background Prefect server process",
+    "backup": "the README's backup goes to S3 over the network (tests/test_backup.py backs up to "
+    "an S3 API on loopback and to a folder)",
+    "restore": "the README's restore reads S3 over the network (tests/test_backup.py restores from "
+    "an S3 API on loopback and from a folder)",
 }
 EXAMPLES = readme_examples()
 
