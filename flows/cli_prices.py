@@ -439,9 +439,12 @@ def history(
         raise _fail("--json and --csv are exclusive", code=2)
     filters = make_filters(gpu, provider, region, spot=spot_choice(spot, on_demand))
     now = datetime.now(UTC)
+    try:  # a bad --since is the flag's fault (exit 2), checked before any warehouse is opened
+        start = answers.parse_since(since, now)
+    except WarehouseError as exc:
+        raise _fail(str(exc), code=2) from None
     con, banner = open_answers()
     try:
-        start = answers.parse_since(since, now)
         intervals = answers.price_intervals(con, filters, start, now)
     except WarehouseError as exc:
         raise _fail(str(exc)) from None

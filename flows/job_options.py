@@ -174,7 +174,7 @@ def parse_tokens(text: str) -> float:
     # 1e15 tokens is ~70× the largest public pretraining corpus: a typo, not a fine-tuning run;
     # below one token there is nothing to train on (the job counts whole tokens)
     if not (math.isfinite(value) and 1 <= value <= 1e15):
-        raise _fail(f"--tokens {text!r}: write a count of at least one token, like 50M, 1.5B or 2000000")
+        raise _usage(f"--tokens {text!r}: write a count of at least one token, like 50M, 1.5B or 2000000")
     return value
 
 

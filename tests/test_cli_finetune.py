@@ -230,4 +230,4 @@ def test_estimate_without_warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_estimate_bad_tokens(home: Path) -> None:
     result = runner.invoke(app, ["estimate", "--model", "Llama-3.1-8B", "--tokens", "lots"])
-    assert result.exit_code == 1 and "--tokens" in result.output
+    assert result.exit_code == 2 and "--tokens" in result.output

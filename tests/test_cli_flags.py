@@ -153,3 +153,11 @@ def test_a_stated_hardware_option_without_gpu_is_refused_not_ignored(extra: list
     line = only_error_line(runner.invoke(app, [*ESTIMATE, *extra]))
     assert flag in line and "--gpu NAME" in line
     assert runner.invoke(app, [*ESTIMATE, *extra]).exit_code == 2
+
+
+@pytest.mark.parametrize("since", ["-3d", "banana", "2999-01-01"])
+def test_a_bad_since_is_a_usage_error_before_any_warehouse_opens(since: str, home: Path):
+    # checked before the warehouse is opened: the same one line whether or not a warehouse exists
+    result = runner.invoke(app, ["history", "--gpu", "H100", "--since", since])
+    assert result.exit_code == 2 and "--since" in only_error_line(result)
+    assert not home.exists() or not any(home.rglob("*.duckdb"))

@@ -32,7 +32,7 @@ def test_memory_and_estimate_take_the_same_job_options() -> None:
 @pytest.mark.parametrize("tokens", ["0.1", "0", "-5", "lots", "2e16"])
 def test_tokens_out_of_range_is_one_line_naming_the_flag(tokens: str) -> None:
     result = runner.invoke(app, ["estimate", *LLAMA, "--gpu", "H100-SXM", "--tokens", tokens])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error, like click's own: the value of a flag is wrong
     assert result.exception is None or isinstance(result.exception, SystemExit)  # no traceback
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "--tokens" in lines[0], result.output

@@ -190,10 +190,14 @@ def test_history_since_narrows_the_window(home: Path) -> None:
     assert result.exit_code == 1 and "try a longer --since" in _one_error_line(result)
 
 
-@pytest.mark.parametrize(("args", "words"), [(["--since", "soon"], "--since"), (["--gpu", "X9"], "--gpu")])
-def test_history_bad_input_is_one_line(home: Path, args: list[str], words: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "words", "code"),
+    # a malformed --since is a usage error (2); a GPU name no offer has is an answer's refusal (1)
+    [(["--since", "soon"], "--since", 2), (["--gpu", "X9"], "--gpu", 1)],
+)
+def test_history_bad_input_is_one_line(home: Path, args: list[str], words: str, code: int) -> None:
     result = runner.invoke(app, ["history", "--gpu", "H100", *args])
-    assert result.exit_code == 1 and words in _one_error_line(result)
+    assert result.exit_code == code and words in _one_error_line(result)
 
 
 def test_history_needs_a_gpu(home: Path) -> None:
