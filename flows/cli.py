@@ -29,7 +29,7 @@ import typer
 from rich.table import Table
 
 from answers import AnswerError
-from flows import STARTED, cli_finetune, cli_prices, cli_providers
+from flows import STARTED, cli_finetune, cli_prices, cli_providers, cli_pull
 from flows.output import console, err
 from warehouse.errors import WarehouseError
 
@@ -997,6 +997,7 @@ app.command()(cli_finetune.models)
 app.command()(cli_prices.prices)
 app.command()(cli_prices.history)
 app.command()(cli_providers.providers)
+app.command()(cli_pull.pull)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,289 @@
+"""`gpucost pull`: a publication read back from a folder, a loopback HTTP server and a loopback S3
+API (moto), verified file by file; half-published and interrupted uploads are refused and the
+previous pull kept; the pulled warehouse answers `prices` exactly as the scraped one."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shutil
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import ClassVar
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from flows import cli_prices
+from flows.cli import app
+from tests.replay_warehouse import build_replay_warehouse
+from warehouse.export import MANIFEST, write_publication
+from warehouse.publish import publish_feeds, s3_client
+from warehouse.pull import OFFERS_FEED, PullError, previous_manifest, pull, reader_warehouse
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def scraped(tmp_path_factory) -> Path:
+    """A home whose warehouse a replay refresh filled (tests/replay_warehouse.py)."""
+    home = tmp_path_factory.mktemp("scraped")
+    build_replay_warehouse(home)
+    return home
+
+
+@pytest.fixture(scope="module")
+def publication(scraped, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("publication")
+    con = duckdb.connect(str(scraped / "warehouse.duckdb"), read_only=True)
+    try:
+        write_publication(con, out)
+    finally:
+        con.close()
+    return out
+
+
+def _copy(publication: Path, tmp_path: Path) -> Path:
+    served = tmp_path / "www" / "feeds"
+    shutil.copytree(publication, served)
+    return served
+
+
+def _manifest(folder: Path) -> dict:
+    return json.loads((folder / MANIFEST).read_text())
+
+
+class _FrozenClock(datetime):
+    """Both `prices` calls answer as of one instant: their ages are then comparable to the digit."""
+
+    @classmethod
+    def now(cls, tz=None):  # type: ignore[override]
+        return datetime(2026, 12, 2, 2, 0, tzinfo=UTC)
+
+
+def _prices(home: Path, monkeypatch, pull_url: str | None = None) -> str:
+    monkeypatch.setattr(cli_prices, "datetime", _FrozenClock)
+    monkeypatch.setenv("GPUCOST_HOME", str(home))
+    if pull_url:
+        monkeypatch.setenv("GPUCOST_PULL_URL", pull_url)
+    else:
+        monkeypatch.delenv("GPUCOST_PULL_URL", raising=False)
+    result = runner.invoke(app, ["prices", "--gpu", "H100", "--json"])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_a_pulled_folder_answers_prices_as_the_scraped_warehouse(scraped, publication, tmp_path, monkeypatch):
+    home = tmp_path / "reader"
+    monkeypatch.setenv("GPUCOST_HOME", str(home))
+    monkeypatch.setenv("GPUCOST_PULL_URL", str(publication))
+    result = runner.invoke(app, ["pull"])
+    assert result.exit_code == 0, result.output
+    files = _manifest(publication)["files"]
+    assert f"pulled {len(files)} files" in result.stdout
+    assert "(recorded sample data: replay)" in result.stdout
+    expected = _prices(scraped, monkeypatch)
+    assert json.loads(expected)  # the comparison below is over real rows
+    assert _prices(home, monkeypatch, str(publication)) == expected
+    # the same marts: every offer column the feed carries, and the fine-tuning grid
+    con = duckdb.connect(str(reader_warehouse(home)), read_only=True)
+    con.execute(f"attach '{scraped / 'warehouse.duckdb'}' as scraped (read_only)")
+    for relation, query in (
+        (
+            "marts.gpu_offers",
+            "select provider, instance_type, region, pricing_type, price_usd_per_gpu_hour, "
+            "gpu_name, vram_gb, available, last_seen_at, price_since from {}",
+        ),
+        ("marts.finetune_requirements", "select * from {}"),
+        ("marts.finetune_costs", "select * from {} where not (provider = 'aws' and pricing_type = 'spot')"),
+    ):
+        mine = con.execute(query.format(relation) + " order by all").fetchall()
+        theirs = con.execute(query.format("scraped." + relation) + " order by all").fetchall()
+        assert mine and mine == theirs, relation
+    con.close()
+
+
+def test_estimate_and_report_answer_from_the_pull(publication, tmp_path, monkeypatch):
+    home = tmp_path / "reader"
+    pull(str(publication), home)
+    monkeypatch.setenv("GPUCOST_HOME", str(home))
+    monkeypatch.setenv("GPUCOST_PULL_URL", str(publication))
+    estimate = runner.invoke(app, ["estimate", "--model", "meta-llama/Llama-3.1-8B", "--method", "lora"])
+    assert estimate.exit_code == 0, estimate.output
+    assert "$" in estimate.stdout or "USD" in estimate.stdout
+    report = runner.invoke(app, ["report", "--out", str(tmp_path / "site")])
+    assert report.exit_code == 0, report.output
+    assert (tmp_path / "site" / "index.html").stat().st_size > 0
+
+
+def test_read_commands_before_any_pull_say_to_pull(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUCOST_HOME", str(tmp_path))
+    monkeypatch.setenv("GPUCOST_PULL_URL", "s3://nowhere/feeds")
+    result = runner.invoke(app, ["prices"])
+    assert result.exit_code == 1
+    assert "nothing pulled yet from GPUCOST_PULL_URL=s3://nowhere/feeds; run `gpucost pull`" in result.output
+
+
+def test_pull_without_a_url_says_how_to_give_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUCOST_HOME", str(tmp_path))
+    monkeypatch.delenv("GPUCOST_PULL_URL", raising=False)
+    result = runner.invoke(app, ["pull"])
+    assert result.exit_code == 2
+    assert "give a URL" in result.output
+
+
+# --- HTTP: a loopback server over a copy of the publication --------------------------------------
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    cut: ClassVar[set[str]] = set()  # names whose body is cut short: a download interrupted mid-file
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        name = self.path.rsplit("/", 1)[-1]
+        if name not in self.cut:
+            return super().do_GET()
+        body = Path(self.translate_path(self.path)).read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[: len(body) // 2])
+        self.close_connection = True
+
+
+@pytest.fixture
+def served(publication, tmp_path) -> Iterator[tuple[str, Path]]:
+    folder = _copy(publication, tmp_path)
+    _Handler.cut = set()
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(folder.parent))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/feeds", folder
+    server.shutdown()
+    server.server_close()
+
+
+def test_http_pull_fetches_only_what_changed_and_refuses_a_half_published_one(served, tmp_path):
+    url, folder = served
+    home = tmp_path / "reader"
+    first = pull(url, home)
+    assert len(first.fetched) == len(_manifest(folder)["files"]) and not first.reused
+    again = pull(url, home)
+    assert again.fetched == () and again.fetched_bytes == 0
+    held = previous_manifest(home)
+    built = reader_warehouse(home).stat().st_mtime_ns
+    # files changed, manifest old: a newer publication on its way
+    (folder / OFFERS_FEED).write_bytes(b"PAR1 not yet the manifest's file")
+    # a reader holding the manifest's files already has that publication whole: nothing to fetch
+    assert pull(url, home).fetched == ()
+    # one that must fetch the changed file meets a disagreement and keeps what it had
+    (home / "pulled" / "feeds" / OFFERS_FEED).unlink()
+    with pytest.raises(
+        PullError, match=r"gpu_offers.v3.parquet differs from manifest.json .*kept the previous pull"
+    ):
+        pull(url, home)
+    assert previous_manifest(home) == held and reader_warehouse(home).stat().st_mtime_ns == built
+    with pytest.raises(PullError, match=r"differs from manifest.json .*nothing was pulled before"):
+        pull(url, tmp_path / "fresh")
+    assert not reader_warehouse(tmp_path / "fresh").exists()
+
+
+def test_http_interrupted_download_keeps_the_previous_pull(served, publication, tmp_path):
+    url, folder = served
+    home = tmp_path / "reader"
+    pull(url, home)
+    held = previous_manifest(home)
+    # a new publication: new bytes and a manifest that lists them
+    manifest = _manifest(folder)
+    manifest["generated_at"] = "2026-12-02T03:00:00.000000Z"
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    entry = next(e for e in manifest["files"] if e["name"] == OFFERS_FEED)
+    _Handler.cut = {OFFERS_FEED}
+    (home / "pulled" / "feeds" / OFFERS_FEED).unlink()  # so the pull must fetch it
+    with pytest.raises(PullError, match="kept the previous pull"):
+        pull(url, home)
+    assert previous_manifest(home) == held
+    assert not (home / "pulled" / "feeds" / OFFERS_FEED).exists() or entry  # never a half file in feeds
+    assert not any((home / "pulled" / "feeds").glob("*.tmp"))
+
+
+def test_http_missing_file_listed_by_a_new_manifest_is_refused(served, tmp_path):
+    url, folder = served
+    (folder / OFFERS_FEED).unlink()  # manifest new, file not there yet
+    with pytest.raises(
+        PullError, match=r"is missing \(404\), though manifest.json lists it.*nothing was pulled"
+    ):
+        pull(url, tmp_path / "reader")
+    assert not reader_warehouse(tmp_path / "reader").exists()
+
+
+def test_a_folder_that_is_not_a_publication_says_so(tmp_path):
+    with pytest.raises(PullError, match="no publication to pull; nothing was pulled before"):
+        pull(str(tmp_path), tmp_path / "reader")
+    (tmp_path / MANIFEST).write_text("{}")
+    with pytest.raises(PullError, match="is not a gpucost manifest"):
+        pull(str(tmp_path), tmp_path / "reader")
+
+
+# --- S3: moto on loopback, published by warehouse.publish ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3_endpoint, monkeypatch, tmp_path) -> str:
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "gpucost-test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-" + uuid.uuid4().hex)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    name = f"gpucost-pull-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_endpoint).create_bucket(Bucket=name)
+    return name
+
+
+def test_s3_pull_and_half_published_uploads(publication, s3_endpoint, bucket, tmp_path):
+    url = f"s3://{bucket}/team/feeds"
+    publish_feeds(publication, url, endpoint_url=s3_endpoint, allow_sample=True)
+    home = tmp_path / "reader"
+    result = pull(url, home, endpoint_url=s3_endpoint)
+    assert result.fetched_bytes == sum(e["bytes"] for e in _manifest(publication)["files"])
+    held = previous_manifest(home)
+    client = s3_client(s3_endpoint)
+    # files changed, manifest old
+    client.put_object(Bucket=bucket, Key=f"team/feeds/{OFFERS_FEED}", Body=b"newer bytes")
+    (home / "pulled" / "feeds" / OFFERS_FEED).write_bytes(b"damaged locally")  # so it is fetched again
+    with pytest.raises(PullError, match=r"differs from manifest\.json"):
+        pull(url, home, endpoint_url=s3_endpoint)
+    assert previous_manifest(home) == held
+    # manifest new, one of its files not uploaded (the others as the manifest says)
+    client.put_object(
+        Bucket=bucket, Key=f"team/feeds/{OFFERS_FEED}", Body=(publication / OFFERS_FEED).read_bytes()
+    )
+    manifest = _manifest(publication)
+    manifest["files"].append(dict(manifest["files"][0], name="gpu_offers.v9.parquet"))
+    client.put_object(Bucket=bucket, Key="team/feeds/manifest.json", Body=json.dumps(manifest).encode())
+    with pytest.raises(PullError, match=r"gpu_offers.v9.parquet is missing .*kept the previous pull"):
+        pull(url, home, endpoint_url=s3_endpoint)
+    assert previous_manifest(home) == held
