@@ -326,6 +326,13 @@ def refresh(
     except ValueError as exc:
         raise _fail(str(exc), code=2) from None
     settings = Settings()
+    if settings.pull_url and replay is None:
+        # a team's reader machines read the publication; one scraper writes it (warehouse/pull.py)
+        raise _fail(
+            f"this machine reads the published feeds (GPUCOST_PULL_URL={settings.pull_url}): run "
+            "`gpucost pull`; unset GPUCOST_PULL_URL on the machine that scrapes",
+            code=2,
+        )
     from warehouse.publish import PublishError, check_settings
 
     try:

@@ -1,12 +1,13 @@
-"""`gpucost pull [URL]`: read a published catalog instead of scraping (warehouse/pull.py).
+"""`gpucost pull [URL] [--all]`: read a published catalog instead of scraping (warehouse/pull.py).
 
-    gpucost pull s3://bucket/prefix | https://host/feeds | ./folder     (default: $GPUCOST_PULL_URL)
+    gpucost pull s3://bucket/prefix | https://host/feeds | ./folder    (default: $GPUCOST_PULL_URL)
 
-Fetches the files of the publication whose sha256 changed since the last pull, verifies every one
-against its manifest, and builds the reader warehouse `$GPUCOST_HOME/pulled/warehouse.duckdb`; with
-`GPUCOST_PULL_URL` set, `prices`, `estimate`, `history`, `report` and `sql` answer from it. A
-publication whose manifest and files disagree (still on its way) is refused, the previous pull kept,
-exit 1. Registered in flows/cli.py: `app.command()(cli_pull.pull)`.
+Fetches the feeds the reader warehouse is built from (every file with `--all`) whose sha256 changed
+since the last pull, verifies each against the manifest, and builds the reader warehouse
+`$GPUCOST_HOME/pulled/warehouse.duckdb`; with `GPUCOST_PULL_URL` set, `prices`, `estimate`,
+`history`, `report` and `sql` answer from it. A publication whose manifest and files disagree
+(still on its way) is refused, the previous pull kept, exit 1. Registered in flows/cli.py:
+`app.command()(cli_pull.pull)`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ def pull(
             "(default: $GPUCOST_PULL_URL)."
         ),
     ] = None,
+    every_file: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Fetch every file of the publication (a mirror), not only the feeds the reader "
+            "warehouse is built from.",
+        ),
+    ] = False,
 ) -> None:
     """Pull the published feeds (only what changed, each file verified) into a reader warehouse."""
     from warehouse.db import Settings, age_text
@@ -44,7 +53,9 @@ def pull(
         raise typer.Exit(2)
     started = time.monotonic()
     try:
-        result = pull_publication(url, settings.home, endpoint_url=PublishSettings().s3_endpoint_url)
+        result = pull_publication(
+            url, settings.home, endpoint_url=PublishSettings().s3_endpoint_url, every_file=every_file
+        )
     except PullError as exc:
         err.print(f"[bold red]error:[/] {exc}", soft_wrap=True, highlight=False)
         raise typer.Exit(1) from None

@@ -24,7 +24,7 @@ from flows.cli import app
 from tests.replay_warehouse import build_replay_warehouse
 from warehouse.export import MANIFEST, write_publication
 from warehouse.publish import publish_feeds, s3_client
-from warehouse.pull import OFFERS_FEED, PullError, previous_manifest, pull, reader_warehouse
+from warehouse.pull import OFFERS_FEED, READER_FEEDS, PullError, previous_manifest, pull, reader_warehouse
 
 runner = CliRunner()
 
@@ -84,8 +84,8 @@ def test_a_pulled_folder_answers_prices_as_the_scraped_warehouse(scraped, public
     monkeypatch.setenv("GPUCOST_PULL_URL", str(publication))
     result = runner.invoke(app, ["pull"])
     assert result.exit_code == 0, result.output
-    files = _manifest(publication)["files"]
-    assert f"pulled {len(files)} files" in result.stdout
+    reader_bytes = sum(e["bytes"] for e in _manifest(publication)["files"] if e["name"] in READER_FEEDS)
+    assert f"pulled 2 files ({reader_bytes:,} bytes), 0 unchanged" in result.stdout
     assert "(recorded sample data: replay)" in result.stdout
     expected = _prices(scraped, monkeypatch)
     assert json.loads(expected)  # the comparison below is over real rows
@@ -176,7 +176,7 @@ def test_http_pull_fetches_only_what_changed_and_refuses_a_half_published_one(se
     url, folder = served
     home = tmp_path / "reader"
     first = pull(url, home)
-    assert len(first.fetched) == len(_manifest(folder)["files"]) and not first.reused
+    assert set(first.fetched) == READER_FEEDS and not first.reused
     again = pull(url, home)
     assert again.fetched == () and again.fetched_bytes == 0
     held = previous_manifest(home)
@@ -212,8 +212,13 @@ def test_http_interrupted_download_keeps_the_previous_pull(served, publication, 
     with pytest.raises(PullError, match="kept the previous pull"):
         pull(url, home)
     assert previous_manifest(home) == held
-    assert not (home / "pulled" / "feeds" / OFFERS_FEED).exists() or entry  # never a half file in feeds
-    assert not any((home / "pulled" / "feeds").glob("*.tmp"))
+    # the half file stayed in incoming/ (cleared by the next pull), never among the held feeds
+    assert not (home / "pulled" / "feeds" / OFFERS_FEED).exists()
+    assert (home / "pulled" / "incoming" / OFFERS_FEED).stat().st_size < entry["bytes"]
+    _Handler.cut = set()
+    again = pull(url, home)  # the upload finished: the next pull completes, fetching only that file
+    assert again.fetched == (OFFERS_FEED,) and previous_manifest(home) == manifest
+    assert not (home / "pulled" / "incoming").exists()
 
 
 def test_http_missing_file_listed_by_a_new_manifest_is_refused(served, tmp_path):
@@ -267,8 +272,11 @@ def test_s3_pull_and_half_published_uploads(publication, s3_endpoint, bucket, tm
     url = f"s3://{bucket}/team/feeds"
     publish_feeds(publication, url, endpoint_url=s3_endpoint, allow_sample=True)
     home = tmp_path / "reader"
-    result = pull(url, home, endpoint_url=s3_endpoint)
+    result = pull(url, home, endpoint_url=s3_endpoint, every_file=True)  # a mirror: every file
     assert result.fetched_bytes == sum(e["bytes"] for e in _manifest(publication)["files"])
+    assert {p.name for p in (home / "pulled" / "feeds").iterdir()} == {
+        e["name"] for e in _manifest(publication)["files"]
+    }
     held = previous_manifest(home)
     client = s3_client(s3_endpoint)
     # files changed, manifest old
@@ -285,5 +293,45 @@ def test_s3_pull_and_half_published_uploads(publication, s3_endpoint, bucket, tm
     manifest["files"].append(dict(manifest["files"][0], name="gpu_offers.v9.parquet"))
     client.put_object(Bucket=bucket, Key="team/feeds/manifest.json", Body=json.dumps(manifest).encode())
     with pytest.raises(PullError, match=r"gpu_offers.v9.parquet is missing .*kept the previous pull"):
-        pull(url, home, endpoint_url=s3_endpoint)
+        pull(url, home, endpoint_url=s3_endpoint, every_file=True)
     assert previous_manifest(home) == held
+
+
+def test_a_reader_machine_never_scrapes(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUCOST_HOME", str(tmp_path))
+    monkeypatch.setenv("GPUCOST_PULL_URL", "https://feeds.example/gpucost")
+    result = runner.invoke(app, ["refresh"])
+    assert result.exit_code == 2
+    assert (
+        "this machine reads the published feeds (GPUCOST_PULL_URL=https://feeds.example/gpucost)"
+        in result.output
+    )
+    assert not (tmp_path / "warehouse.duckdb").exists()
+
+
+def test_a_live_publication_pulled_says_how_old_it_is(scraped, tmp_path, monkeypatch):
+    out = tmp_path / "live"
+    con = duckdb.connect(str(scraped / "warehouse.duckdb"), read_only=True)
+    try:
+        # the replay rows published as a live publication generated an hour before the clock
+        write_publication(con, out, sample=False, now=datetime(2026, 12, 2, 1, 0, tzinfo=UTC))
+    finally:
+        con.close()
+    home = tmp_path / "reader"
+    pull(str(out), home)
+    monkeypatch.setattr(cli_prices, "datetime", _FrozenClock)
+    monkeypatch.setenv("GPUCOST_HOME", str(home))
+    monkeypatch.setenv("GPUCOST_PULL_URL", str(out))
+    result = runner.invoke(app, ["prices", "--gpu", "H100"])
+    assert result.exit_code == 0, result.output
+    assert "answers from the pulled publication generated 2026-12-02T01:00:00.000000Z" in result.stderr
+    assert "live prices fetched" in result.stdout and "sample" not in result.stdout
+
+
+def test_a_reader_pull_fetches_only_its_feeds_and_a_mirror_checks_every_file(served, tmp_path):
+    url, folder = served
+    # a cost feed still on its way: the reader's pull never reads it, a mirror refuses it
+    (folder / "finetune_costs.v1.csv").write_text("job_id\n")
+    assert set(pull(url, tmp_path / "reader").fetched) == READER_FEEDS
+    with pytest.raises(PullError, match=r"finetune_costs.v1.csv differs from manifest\.json"):
+        pull(url, tmp_path / "mirror", every_file=True)

@@ -7,7 +7,9 @@ folder, an `https://` (or `http://`) base URL, or `s3://bucket/prefix`, and keep
 
 * `manifest.json`, the manifest of the last publication pulled whole; written last, so it always
   describes the files beside it and the warehouse built from them;
-* `feeds/`, that publication's files (a file whose sha256 is the one already held is not fetched);
+* `feeds/`, that publication's files the reader warehouse is built from (`gpu_offers.v3.parquet`,
+  `unmapped_gpus.v2.parquet`), or every file with `gpucost pull --all`; a file whose sha256 is
+  the one already held is not fetched again;
 * `warehouse.duckdb`, the reader warehouse the read commands open while `GPUCOST_PULL_URL` is set.
 
 Every fetched file is checked against the manifest (bytes and sha256) in `pulled/incoming/` before
@@ -47,6 +49,9 @@ from warehouse.export import MANIFEST, sha256_of
 PULLED = "pulled"
 OFFERS_FEED = "gpu_offers.v3.parquet"
 UNMAPPED_FEED = "unmapped_gpus.v2.parquet"
+# what the reader warehouse is built from: 33 kB of the replay publication's 22.9 MB (the cost feeds
+# are rebuilt from the offers, finetune_costs.v1.csv alone is 16.6 MB)
+READER_FEEDS = frozenset({OFFERS_FEED, UNMAPPED_FEED})
 _CHUNK = 1 << 20
 
 
@@ -186,8 +191,18 @@ def _kept(home: Path) -> str:
     return f"kept the previous pull (generated {held['generated_at']})"
 
 
-def pull(url: str, home: Path, *, endpoint_url: str | None = None, timeout: float = 120.0) -> PullResult:
-    """Fetch the publication at `url` into `home/pulled/`, verified, and build its reader warehouse."""
+def pull(
+    url: str,
+    home: Path,
+    *,
+    endpoint_url: str | None = None,
+    timeout: float = 120.0,
+    every_file: bool = False,
+) -> PullResult:
+    """Fetch the publication at `url` into `home/pulled/`, verified, and build its reader warehouse.
+
+    Only the feeds the reader warehouse is built from (`READER_FEEDS`) are fetched unless
+    `every_file` (`gpucost pull --all`, a mirror of the whole publication)."""
     fetch = source(url, endpoint_url=endpoint_url, timeout=timeout)
     root = pulled_dir(home)
     feeds, incoming = root / "feeds", root / "incoming"
@@ -199,9 +214,10 @@ def pull(url: str, home: Path, *, endpoint_url: str | None = None, timeout: floa
     except PullError as exc:
         raise PullError(f"{exc}: no publication to pull; {_kept(home)}") from None
     manifest = _parse_manifest((incoming / MANIFEST).read_bytes(), url)
+    wanted = [e for e in manifest["files"] if every_file or e["name"] in READER_FEEDS]
     fetched: list[str] = []
     reused: list[str] = []
-    for entry in manifest["files"]:
+    for entry in wanted:
         name = entry["name"]
         held = feeds / name
         if held.exists() and held.stat().st_size == entry["bytes"] and sha256_of(held) == entry["sha256"]:
@@ -226,7 +242,7 @@ def pull(url: str, home: Path, *, endpoint_url: str | None = None, timeout: floa
     if not fetched and target.exists() and previous_manifest(home) == manifest:
         shutil.rmtree(incoming, ignore_errors=True)  # the publication already held: nothing to rebuild
         return PullResult(manifest, (), tuple(reused), 0, target)
-    paths = {e["name"]: (incoming if e["name"] in fetched else feeds) / e["name"] for e in manifest["files"]}
+    paths = {e["name"]: (incoming if e["name"] in fetched else feeds) / e["name"] for e in wanted}
     building = root / f".warehouse.{os.getpid()}.building.duckdb"
     building.unlink(missing_ok=True)
     try:
@@ -244,7 +260,7 @@ def pull(url: str, home: Path, *, endpoint_url: str | None = None, timeout: floa
     building.replace(target)
     (incoming / MANIFEST).replace(root / MANIFEST)
     shutil.rmtree(incoming, ignore_errors=True)
-    fetched_bytes = sum(e["bytes"] for e in manifest["files"] if e["name"] in fetched)
+    fetched_bytes = sum(e["bytes"] for e in wanted if e["name"] in fetched)
     return PullResult(manifest, tuple(fetched), tuple(reused), fetched_bytes, target)
 
 
