@@ -151,6 +151,7 @@ OFFLINE_SKIPS = {
     "runs the replay one)",
     "deploy": "deploy registers deployments on a running Prefect server and work pool",
     "server": "server starts a background Prefect server process",
+    "pull": "pull reads a publication from a bucket or server (tests/test_pull.py serves one on loopback)",
 }
 EXAMPLES = readme_examples()
 
