@@ -335,3 +335,35 @@ def test_a_reader_pull_fetches_only_its_feeds_and_a_mirror_checks_every_file(ser
     assert set(pull(url, tmp_path / "reader").fetched) == READER_FEEDS
     with pytest.raises(PullError, match=r"finetune_costs.v1.csv differs from manifest\.json"):
         pull(url, tmp_path / "mirror", every_file=True)
+
+
+def test_history_on_a_pull_shows_the_current_prices_since_they_were_set(
+    scraped, publication, tmp_path, monkeypatch
+):
+    home = tmp_path / "reader"
+    pull(str(publication), home)
+    monkeypatch.setenv("GPUCOST_HOME", str(home))
+    monkeypatch.setenv("GPUCOST_PULL_URL", str(publication))
+    pulled = runner.invoke(app, ["history", "--gpu", "H100", "--json"])
+    assert pulled.exit_code == 0, pulled.output
+    rows = json.loads(pulled.stdout)
+    assert rows and all(r["valid_to"] is None for r in rows)  # closed intervals are not published
+    monkeypatch.setenv("GPUCOST_HOME", str(scraped))
+    monkeypatch.delenv("GPUCOST_PULL_URL")
+    scraped_rows = json.loads(runner.invoke(app, ["history", "--gpu", "H100", "--json"]).stdout)
+
+    def offers(found: list[dict]) -> list[tuple]:
+        return sorted((r["provider"], r["instance_type"], r["region"], r["pricing_type"]) for r in found)
+
+    assert offers(rows) == offers([r for r in scraped_rows if r["valid_to"] is None])
+
+
+def test_the_age_line_says_minutes_hours_or_days(tmp_path):
+    from warehouse.db import age_text, publication_line
+
+    assert (age_text(0.5), age_text(3.25), age_text(72)) == ("30 min", "3.2 h", "3.0 days")
+    assert publication_line(tmp_path) is None
+    (tmp_path / "pulled").mkdir()
+    (tmp_path / "pulled" / MANIFEST).write_text(json.dumps({"generated_at": "2026-12-01T02:00:00.000000Z"}))
+    line = publication_line(tmp_path, datetime(2026, 12, 2, 2, 0, tzinfo=UTC))
+    assert line == "answers from the pulled publication generated 2026-12-01T02:00:00.000000Z (24.0 h old)"
