@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import re
 import shutil
 import threading
 import uuid
@@ -24,7 +25,14 @@ from flows.cli import app
 from tests.replay_warehouse import build_replay_warehouse
 from warehouse.export import MANIFEST, write_publication
 from warehouse.publish import publish_feeds, s3_client
-from warehouse.pull import OFFERS_FEED, READER_FEEDS, PullError, previous_manifest, pull, reader_warehouse
+from warehouse.pull import (
+    OFFERS_FEED,
+    READER_FEEDS,
+    PullError,
+    previous_manifest,
+    pull,
+    reader_warehouse,
+)
 
 runner = CliRunner()
 
@@ -367,3 +375,96 @@ def test_the_age_line_says_minutes_hours_or_days(tmp_path):
     (tmp_path / "pulled" / MANIFEST).write_text(json.dumps({"generated_at": "2026-12-01T02:00:00.000000Z"}))
     line = publication_line(tmp_path, datetime(2026, 12, 2, 2, 0, tzinfo=UTC))
     assert line == "answers from the pulled publication generated 2026-12-01T02:00:00.000000Z (24.0 h old)"
+
+
+# --- what a pull refuses, in one line ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://host/feeds", "is neither s3://bucket/prefix, an http(s) URL nor a folder"),
+        ("s3:///feeds", "the pull URL names no bucket"),
+    ],
+)
+def test_a_url_pull_cannot_read_says_which_forms_it_can(url, message, tmp_path):
+    with pytest.raises(PullError, match=re.escape(message)):
+        pull(url, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda m: m["files"].append(dict(m["files"][0], name="../escape.parquet")), "outside its folder"),
+        (
+            lambda m: m.update(files=[f for f in m["files"] if f["name"] != OFFERS_FEED]),
+            "lists no gpu_offers.v3",
+        ),
+        (lambda m: m.pop("generated_at"), "is not a gpucost manifest (KeyError"),
+    ],
+)
+def test_a_manifest_the_reader_cannot_trust_is_refused(change, message, publication, tmp_path):
+    folder = _copy(publication, tmp_path)
+    manifest = _manifest(folder)
+    change(manifest)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(PullError, match=re.escape(message)):
+        pull(str(folder), tmp_path / "reader")
+    assert not (tmp_path / "reader" / "pulled" / MANIFEST).exists()
+
+
+def test_s3_without_credentials_says_which_variables_to_set(s3_endpoint, bucket, monkeypatch, tmp_path):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    with pytest.raises(PullError, match=r"no AWS credentials to read s3://.*set AWS_ACCESS_KEY_ID"):
+        pull(f"s3://{bucket}/feeds", tmp_path, endpoint_url=s3_endpoint)
+
+
+def test_the_cli_refusal_is_one_line_and_exit_1(publication, tmp_path, monkeypatch):
+    folder = _copy(publication, tmp_path)
+    (folder / OFFERS_FEED).write_bytes(b"half")
+    monkeypatch.setenv("GPUCOST_HOME", str(tmp_path / "reader"))
+    result = runner.invoke(app, ["pull", str(folder)])
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: gpu_offers.v3.parquet differs from manifest.json (4 bytes,")
+    assert line.endswith("nothing was pulled before; pull again later")
+
+
+# --- a newer publication replaces the pulled one ------------------------------------------------
+
+
+def test_a_newer_publication_replaces_the_pulled_one(scraped, tmp_path, monkeypatch):
+    out = tmp_path / "publication"
+    con = duckdb.connect(str(scraped / "warehouse.duckdb"), read_only=True)
+    try:
+        write_publication(con, out, now=datetime(2026, 12, 1, 2, 0, tzinfo=UTC))
+        home = tmp_path / "reader"
+        first = pull(str(out), home)
+        # the next publication: the same offers an hour later (every price_age_hours and every
+        # Parquet file's generated_at metadata moves, so both reader feeds change)
+        write_publication(con, out, now=datetime(2026, 12, 1, 3, 0, tzinfo=UTC))
+    finally:
+        con.close()
+    second = pull(str(out), home)
+    assert first.fetched_bytes > 0 and set(second.fetched) == READER_FEEDS and second.reused == ()
+    assert previous_manifest(home)["generated_at"] == "2026-12-01T03:00:00.000000Z"
+    pulled = duckdb.connect(str(reader_warehouse(home)), read_only=True)
+    try:
+        assert pulled.execute("select marts_built_at from ops.runs").fetchall() == [
+            (datetime(2026, 12, 1, 3, 0, tzinfo=UTC),)
+        ]
+        # the marts carry the dictionary's comments, as a refresh's do
+        comment = pulled.execute(
+            "select comment from duckdb_columns() where schema_name = 'marts' and table_name = 'gpu_offers' "
+            "and column_name = 'price_usd_per_gpu_hour'"
+        ).fetchall()[0][0]
+        assert comment
+    finally:
+        pulled.close()
+    monkeypatch.setenv("GPUCOST_HOME", str(home))
+    monkeypatch.setenv("GPUCOST_PULL_URL", str(out))
+    sql = runner.invoke(app, ["sql", "select count(*) as offers from marts.gpu_offers"])
+    assert sql.exit_code == 0, sql.output
+    offers_rows = next(f["rows"] for f in _manifest(out)["files"] if f["name"] == OFFERS_FEED)
+    assert f"│ {offers_rows} " in sql.stdout
