@@ -30,7 +30,7 @@ import typer
 from rich.table import Table
 
 from answers import AnswerError
-from flows import STARTED, cli_backup, cli_finetune, cli_prices, cli_providers
+from flows import STARTED, cli_backup, cli_finetune, cli_prices, cli_providers, cli_pull
 from flows.output import console, err
 from warehouse.errors import WarehouseError
 
@@ -327,6 +327,13 @@ def refresh(
     except ValueError as exc:
         raise _fail(str(exc), code=2) from None
     settings = Settings()
+    if settings.pull_url and replay is None:
+        # a team's reader machines read the publication; one scraper writes it (warehouse/pull.py)
+        raise _fail(
+            f"this machine reads the published feeds (GPUCOST_PULL_URL={settings.pull_url}): run "
+            "`gpucost pull`; unset GPUCOST_PULL_URL on the machine that scrapes",
+            code=2,
+        )
     from warehouse.publish import PublishError, check_settings
 
     try:
@@ -999,6 +1006,7 @@ app.command()(cli_prices.prices)
 app.command()(cli_prices.history)
 app.command()(cli_providers.providers)
 cli_backup.register(app)  # gpucost backup, gpucost restore
+app.command()(cli_pull.pull)
 
 
 if __name__ == "__main__":

@@ -143,15 +143,16 @@ def make_filters(
 
 
 def open_answers() -> tuple[duckdb.DuckDBPyConnection, str | None]:
-    """The read-only warehouse and its banner (`open_reader`); the sample-data banner is printed to
-    stderr, the no-prices one is left to the empty answer, which says it once as its reason."""
-    from warehouse.db import SAMPLE_BANNER, open_reader
+    """The read-only warehouse and its banner (`open_reader`); the sample-data banner (or a pulled
+    publication's age) is printed to stderr, the no-prices one is left to the empty answer, which
+    says it once as its reason."""
+    from warehouse.db import NO_LIVE_REFRESH, open_reader
 
     try:
         con, banner = open_reader()
     except WarehouseError as exc:
         raise _fail(str(exc)) from None
-    if banner == SAMPLE_BANNER:
+    if banner and banner != NO_LIVE_REFRESH:
         err.print(f"[yellow]{banner}[/]")
     return con, banner
 

@@ -155,6 +155,7 @@ OFFLINE_SKIPS = {
     "an S3 API on loopback and to a folder)",
     "restore": "the README's restore reads S3 over the network (tests/test_backup.py restores from "
     "an S3 API on loopback and from a folder)",
+    "pull": "pull reads a publication from a bucket or server (tests/test_pull.py serves one on loopback)",
 }
 EXAMPLES = readme_examples()
 

@@ -16,10 +16,12 @@ Seeds are `seeds/*.csv`, loaded verbatim into `core.<file stem>` on every refres
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -75,6 +77,10 @@ class Settings(BaseSettings):
     # provider lifecycle (warehouse/lifecycle.py): a provider failing for longer than this since its
     # last good run is stale: its offers leave prices, estimate, the page and the feeds by default
     stale_after_hours: PositiveFloat = 48.0
+    # a team's reader machines (warehouse/pull.py): `gpucost pull` reads this publication
+    # (s3://bucket/prefix, https://..., or a folder) and the read commands answer from
+    # $GPUCOST_HOME/pulled/warehouse.duckdb instead of a scraped warehouse
+    pull_url: str | None = None
 
     @field_validator("user_agent")
     @classmethod
@@ -330,6 +336,8 @@ def reader_path(settings: Settings | None = None) -> Path:
     """The warehouse read commands use: the live one once a refresh loaded prices into it, else
     the replay one when it exists, else the live one (empty or missing: `open_reader` says why)."""
     settings = settings or Settings()
+    if settings.pull_url:
+        return settings.home / "pulled" / "warehouse.duckdb"  # warehouse.pull.reader_warehouse
     live = settings.warehouse_path
     replay = settings.replay_home / live.name
     if replay != live and replay.exists() and not holds_prices(live):
@@ -347,10 +355,17 @@ def open_reader(
     (`COPY ... TO`, `ATTACH`, `INSTALL`/`LOAD`, `EXPORT DATABASE`, `read_csv('/etc/...')` all fail)
     and the settings are locked, so SQL a user types can read the warehouse and nothing else.
     """
+    settings = settings or Settings()
     path = reader_path(settings)
+    if settings.pull_url and not path.exists():
+        raise WarehouseMissing(
+            f"nothing pulled yet from GPUCOST_PULL_URL={settings.pull_url}; run `gpucost pull`"
+        )
     con = connect(path, read_only=True)
     try:
         banner = SAMPLE_BANNER if holds_sample_data(con) else None if _has_prices(con) else NO_LIVE_REFRESH
+        if settings.pull_url and banner is None:
+            banner = publication_line(settings.home)  # how old the publication is
         for setting in (
             ()
             if not sandbox
@@ -374,3 +389,21 @@ def _has_prices(con: duckdb.DuckDBPyConnection) -> bool:
         return bool(con.execute("select exists (select 1 from core.offer_prices)").fetchall()[0][0])
     except duckdb.CatalogException:
         return False
+
+
+def age_text(hours: float) -> str:
+    """How old a publication is, for the one line each pull and read prints."""
+    if hours < 1:
+        return f"{max(hours * 60, 0):.0f} min"
+    return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
+
+
+def publication_line(home: Path, now: datetime | None = None) -> str | None:
+    """'pulled publication ... generated ... (N h old)' for the read commands; None without a pull."""
+    path = home / "pulled" / "manifest.json"  # warehouse.pull keeps the last one pulled there
+    if not path.exists():
+        return None
+    held = json.loads(path.read_text())
+    generated = datetime.fromisoformat(held["generated_at"].replace("Z", "+00:00"))
+    age = age_text(((now or datetime.now(UTC)) - generated).total_seconds() / 3600)
+    return f"answers from the pulled publication generated {held['generated_at']} ({age} old)"
