@@ -148,7 +148,7 @@ def test_bad_tokens_are_one_line(tokens: str) -> None:
     result = runner.invoke(
         app, ["estimate", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--tokens", tokens]
     )
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # the flag's value is wrong: a usage error
     assert "--tokens" in result.output and "Traceback" not in result.output
 
 
