@@ -38,6 +38,7 @@ import polars as pl
 from answers import AnswerError
 from answers.prices import OFFER_KEY, OfferFilters, check_filters, current_offers, frontier
 from finetune import FinetuneJob, ModelSpec, Sharding, memory_per_gpu, trainable_params
+from finetune.cost import BILL_TOTAL_COLUMNS
 from finetune.job import Job
 from finetune.memory import MemoryBreakdown
 from finetune.offer import Interconnect, stated_links, tensor_rate
@@ -63,19 +64,7 @@ __all__ = [
 ]
 
 # the bill's columns of each ranked row (marts.finetune_costs, finetune.cost.itemized_bill)
-BILL_DETAIL_COLUMNS = (
-    "compute_usd",
-    "spot_rework_usd",
-    "setup_usd",
-    "storage_usd",
-    "checkpoint_usd",
-    "egress_usd",
-    "ingress_usd",
-    "idle_usd",
-    "total_usd",
-    "bill_unknown_items",
-    "bill_missing_facts",
-)
+BILL_DETAIL_COLUMNS = BILL_TOTAL_COLUMNS
 # the ranking's extra columns, from answers.prices.current_offers
 DETAIL_COLUMNS = (
     "price_statistic",

@@ -125,6 +125,24 @@ BITS_PER_BYTE = 8
 STORED_BYTES_PER_PARAM = 2.0
 # Bill items in the order the total adds them; the mart's columns are `<item>_usd`.
 BILL_ITEMS = ("compute", "spot_rework", "setup", "storage", "checkpoint", "egress", "ingress", "idle")
+# a bill as columns (marts.finetune_costs, finetune_costs.v3, estimate's detail): the items in USD,
+# the total of the known ones, and which items (and facts) are unknown
+BILL_TOTAL_COLUMNS = (
+    *(f"{item}_usd" for item in BILL_ITEMS),
+    "total_usd",
+    "bill_unknown_items",
+    "bill_missing_facts",
+)
+# what the bill was computed from, per job × offer, before its items
+BILL_INPUT_COLUMNS = (
+    "checkpoint_interval_hours",
+    "dataset_gb",
+    "model_download_gb",
+    "checkpoint_gb",
+    "result_gb",
+    "runs",
+    "idle_hours",
+)
 # Provider facts a bill reads (provider_storage.csv's columns), in the order `missing_facts` lists them.
 FACTS = (
     "storage_persists_on_stop",

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 import duckdb
 
+from finetune.cost import BILL_INPUT_COLUMNS, BILL_TOTAL_COLUMNS
 from warehouse.db import SAMPLE_BANNER, holds_sample_data
 from warehouse.dictionary import column
 
@@ -203,24 +204,8 @@ _FINETUNE_COSTS_V2: tuple[str, ...] = (
 )
 _FINETUNE_COSTS_V3: tuple[str, ...] = (
     *_FINETUNE_COSTS_V2,
-    "checkpoint_interval_hours",
-    "dataset_gb",
-    "model_download_gb",
-    "checkpoint_gb",
-    "result_gb",
-    "runs",
-    "idle_hours",
-    "compute_usd",
-    "spot_rework_usd",
-    "setup_usd",
-    "storage_usd",
-    "checkpoint_usd",
-    "egress_usd",
-    "ingress_usd",
-    "idle_usd",
-    "total_usd",
-    "bill_unknown_items",
-    "bill_missing_facts",
+    *BILL_INPUT_COLUMNS,
+    *BILL_TOTAL_COLUMNS,
 )
 
 FEEDS: tuple[Feed, ...] = (

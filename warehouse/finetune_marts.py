@@ -64,7 +64,15 @@ from finetune import (
     flops_per_token,
     trainable_params,
 )
-from finetune.cost import BILL_ITEMS, BITS_PER_BYTE, FACTS, job_data, tokens_per_gpu_step
+from finetune.cost import (
+    BILL_INPUT_COLUMNS,
+    BILL_ITEMS,
+    BILL_TOTAL_COLUMNS,
+    BITS_PER_BYTE,
+    FACTS,
+    job_data,
+    tokens_per_gpu_step,
+)
 from finetune.offer import (
     CHECKPOINT_INTERVAL_HOURS,
     DEFAULT_INTERRUPTIONS_PER_HOUR,
@@ -652,19 +660,7 @@ _LOSS_PER_INTERRUPTION_HOURS = CHECKPOINT_INTERVAL_HOURS / 2 + RESTART_OVERHEAD_
 _UNITS_PER_HOUR = "case billing_granularity when 'second' then 3600 when 'minute' then 60 else 1 end"
 _NEVER_FINISHES = "spot interruptions ({:.3g}/h) outpace checkpoints every {:g} h: the job never finishes"
 # The bill columns of marts.finetune_costs, after the columns it had before the bill.
-BILL_COLUMNS = (
-    "checkpoint_interval_hours",
-    "dataset_gb",
-    "model_download_gb",
-    "checkpoint_gb",
-    "result_gb",
-    "runs",
-    "idle_hours",
-    *(f"{item}_usd" for item in BILL_ITEMS),
-    "total_usd",
-    "bill_unknown_items",
-    "bill_missing_facts",
-)
+BILL_COLUMNS = (*BILL_INPUT_COLUMNS, *BILL_TOTAL_COLUMNS)
 
 
 def _sum_known_sql(items: Sequence[str]) -> str:
