@@ -24,6 +24,7 @@ from warehouse.finetune_marts import (
     CHECKPOINT_INTERVAL_HOURS,
     DEFAULT_INTERRUPTIONS_PER_HOUR,
     HOURS_PER_MONTH,
+    OFFER_SCHEMA,
     RESTART_OVERHEAD_HOURS,
     USABLE_VRAM_FRACTION,
     build_finetune_marts,
@@ -41,31 +42,6 @@ LLAMA_8B = "meta-llama/Llama-3.1-8B"
 QWEN_7B = "Qwen/Qwen2.5-7B"
 QWEN_05B = "Qwen/Qwen2.5-0.5B"
 
-# The columns `read_offers` returns, for frames built by hand.
-OFFER_SCHEMA: dict[str, Any] = {
-    "provider": pl.String,
-    "instance_type": pl.String,
-    "region": pl.String,
-    "zone": pl.String,
-    "pricing_type": pl.String,
-    "is_spot": pl.Boolean,
-    "price_source": pl.String,
-    "gpu_name": pl.String,
-    "gpu_count": pl.Float64,
-    "vram_gb": pl.Float64,
-    "price_usd_per_hour": pl.Float64,
-    "bf16_tflops": pl.Float64,
-    "fp16_tflops": pl.Float64,
-    "intra_node_interconnect": pl.String,
-    "intra_node_gbps": pl.Float64,
-    "inter_node_gbps": pl.Float64,
-    "pcie_gen": pl.Int64,
-    "billing_granularity": pl.String,
-    "minimum_charge_seconds": pl.Int64,
-    "spot_kind": pl.String,
-    "interruption_rate_min": pl.Float64,
-    "interruption_rate_max": pl.Float64,
-}
 
 H100_NODE = {
     "provider": "aws",
@@ -443,7 +419,7 @@ def test_build_finetune_marts_with_no_offers() -> None:
 def test_offer_schema_is_what_read_offers_returns() -> None:
     # a hand-built offer frame (answers.estimate's stated hardware) goes through the same cost SQL
     # as the mart's offers: its columns and types are read_offers', in the same order
-    from warehouse.finetune_marts import OFFER_SCHEMA, read_offers
+    from warehouse.finetune_marts import read_offers
 
     con = connect(":memory:")
     migrate(con)
