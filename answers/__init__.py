@@ -10,6 +10,7 @@ frozen records, never print, and raise one error type, `AnswerError`, whose mess
   --gpus N`) as a one-row offer frame through the same cost SQL the mart uses.
 * `answers.status`: freshness per provider and the runs in progress, for `gpucost status` and the page.
 * `answers.report`: the comparison page's data and its self-contained HTML.
+* `answers.query`: the user's own read-only SQL (`gpucost sql`), statement by statement.
 """
 
 from __future__ import annotations

@@ -606,40 +606,28 @@ def sql(
     Several statements separated by `;` run in turn, each result printed under its own title. The
     connection cannot write the warehouse, touch files or the network, or load extensions.
     """
-    import duckdb
+    from answers.query import EmptyQuery, run_read_only
 
     con = _read_only()
-    results: list[tuple[str, list[str], list[tuple]]] = []
     try:
-        statements = con.extract_statements(query)
-        if not statements:
-            raise _fail("no SQL statement given", code=2)
-        for number, statement in enumerate(statements, 1):
-            relation = con.sql(statement.query)
-            if relation is not None:
-                results.append((f"statement {number}", relation.columns, relation.fetchall()))
-    except duckdb.PermissionException as exc:
-        raise _fail(f"refused: {exc} (gpucost sql is read-only: no files, network or extensions)") from None
-    except duckdb.Error as exc:
-        text = str(exc)
-        if "read-only" in text or "attached in read-only mode" in text:
-            raise _fail(f"refused: gpucost sql is read-only ({text})") from None
-        raise _fail(f"{type(exc).__name__}: {exc}") from None
+        results = run_read_only(con, query)
+    except EmptyQuery as exc:
+        raise _fail(str(exc), code=2) from None
+    except AnswerError as exc:
+        raise _fail(str(exc)) from None
     finally:
         con.close()
-    if not results:
-        raise _fail("the statement returned no rows (only queries are useful read-only)")
-    for title, columns, rows in results:
+    for result in results:
         if csv:
             import csv as csv_module
 
             if len(results) > 1:
-                sys.stdout.write(f"# {title}\n")
+                sys.stdout.write(f"# {result.title}\n")
             writer = csv_module.writer(sys.stdout)
-            writer.writerow(columns)
-            writer.writerows(rows)
+            writer.writerow(result.columns)
+            writer.writerows(result.rows)
         else:
-            _print_frame(columns, rows, title=title if len(results) > 1 else None)
+            _print_frame(result.columns, result.rows, title=result.title if len(results) > 1 else None)
 
 
 @app.command()
