@@ -27,6 +27,7 @@ from rich.table import Table
 
 from flows.output import console, err
 from warehouse.errors import WarehouseError
+from warehouse.freshness import format_age
 
 # The queries (answers.prices: polars, DuckDB) are imported by the functions that run them, so
 # that `gpucost --help` and the commands that never read prices do not load them (issue 22).
@@ -179,17 +180,6 @@ def _why_no_prices(
 
 
 # --- formatting ---------------------------------------------------------------------------------
-
-
-def format_age(hours: float | None) -> str:
-    """3 h → "3h", 50 h → "2d"; under a minute "now"."""
-    if hours is None:
-        return ""
-    minutes = hours * 60
-    for limit, unit, size in ((60, "m", 1), (48 * 60, "h", 60), (60 * 24 * 60, "d", 24 * 60)):
-        if minutes < limit:
-            return "now" if minutes < 1 else f"{minutes / size:.0f}{unit}"
-    return f"{minutes / (30 * 24 * 60):.0f}mo"
 
 
 def fetched_line(frame: pl.DataFrame, banner: str | None, now: datetime) -> str:

@@ -39,7 +39,8 @@ def pull(
     ] = False,
 ) -> None:
     """Pull the published feeds (only what changed, each file verified) into a reader warehouse."""
-    from warehouse.db import Settings, age_text
+    from warehouse.db import Settings
+    from warehouse.freshness import format_age
     from warehouse.publish import PublishSettings
     from warehouse.pull import PullError
     from warehouse.pull import pull as pull_publication
@@ -65,7 +66,7 @@ def pull(
     console.print(
         f"pulled {len(result.fetched)} files ({result.fetched_bytes:,} bytes), {len(result.reused)} "
         f"unchanged, in {seconds:.1f} s: publication {manifest.get('run_id')} generated "
-        f"{manifest['generated_at']} ({age_text(result.age_hours(datetime.now(UTC)))} old){sample}",
+        f"{manifest['generated_at']} ({format_age(result.age_hours(datetime.now(UTC)))} old){sample}",
         highlight=False,
         soft_wrap=True,
     )

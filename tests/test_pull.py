@@ -367,14 +367,15 @@ def test_history_on_a_pull_shows_the_current_prices_since_they_were_set(
 
 
 def test_the_age_line_says_minutes_hours_or_days(tmp_path):
-    from warehouse.db import age_text, publication_line
+    from warehouse.db import publication_line
+    from warehouse.freshness import format_age  # the ages of prices and publications read alike
 
-    assert (age_text(0.5), age_text(3.25), age_text(72)) == ("30 min", "3.2 h", "3.0 days")
+    assert (format_age(0.5), format_age(3.25), format_age(72)) == ("30m", "3h", "3d")
     assert publication_line(tmp_path) is None
     (tmp_path / "pulled").mkdir()
     (tmp_path / "pulled" / MANIFEST).write_text(json.dumps({"generated_at": "2026-12-01T02:00:00.000000Z"}))
     line = publication_line(tmp_path, datetime(2026, 12, 2, 2, 0, tzinfo=UTC))
-    assert line == "answers from the pulled publication generated 2026-12-01T02:00:00.000000Z (24.0 h old)"
+    assert line == "answers from the pulled publication generated 2026-12-01T02:00:00.000000Z (24h old)"
 
 
 # --- what a pull refuses, in one line ------------------------------------------------------------

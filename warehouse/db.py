@@ -391,13 +391,6 @@ def _has_prices(con: duckdb.DuckDBPyConnection) -> bool:
         return False
 
 
-def age_text(hours: float) -> str:
-    """How old a publication is, for the one line each pull and read prints."""
-    if hours < 1:
-        return f"{max(hours * 60, 0):.0f} min"
-    return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
-
-
 def publication_line(home: Path, now: datetime | None = None) -> str | None:
     """'pulled publication ... generated ... (N h old)' for the read commands; None without a pull."""
     path = home / "pulled" / "manifest.json"  # warehouse.pull keeps the last one pulled there
@@ -405,5 +398,7 @@ def publication_line(home: Path, now: datetime | None = None) -> str | None:
         return None
     held = json.loads(path.read_text())
     generated = datetime.fromisoformat(held["generated_at"].replace("Z", "+00:00"))
-    age = age_text(((now or datetime.now(UTC)) - generated).total_seconds() / 3600)
+    from warehouse.freshness import format_age
+
+    age = format_age(((now or datetime.now(UTC)) - generated).total_seconds() / 3600)
     return f"answers from the pulled publication generated {held['generated_at']} ({age} old)"

@@ -7,8 +7,10 @@ every connector and the HTTP stack): a read command imports only this (start-up,
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING
 
-import duckdb
+if TYPE_CHECKING:  # annotations only: flows.cli_prices imports format_age at start-up
+    import duckdb
 
 
 def stale_fx_rates(
@@ -33,3 +35,14 @@ def stale_fx_rates(
         [today, stale_after_days],
     ).fetchall()
     return [(currency, rate_date, offers) for currency, rate_date, offers in rows]
+
+
+def format_age(hours: float | None) -> str:
+    """3 h → "3h", 50 h → "2d"; under a minute "now"."""
+    if hours is None:
+        return ""
+    minutes = hours * 60
+    for limit, unit, size in ((60, "m", 1), (48 * 60, "h", 60), (60 * 24 * 60, "d", 24 * 60)):
+        if minutes < limit:
+            return "now" if minutes < 1 else f"{minutes / size:.0f}{unit}"
+    return f"{minutes / (30 * 24 * 60):.0f}mo"
