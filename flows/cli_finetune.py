@@ -241,11 +241,14 @@ def estimate(
         ),
     ] = None,
     inter_node_gbps: Annotated[
-        float,
+        float | None,
         typer.Option(
-            min=0.0, rich_help_panel=STATED, help="With --gpu and --nodes > 1: network Gb/s per node."
+            min=0.0,
+            rich_help_panel=STATED,
+            help="With --gpu and --nodes > 1: network Gb/s per node (default 3200: 8 × 400 Gb/s "
+            "InfiniBand NDR / EFA, answers.estimate.DEFAULT_INTER_NODE_GBITS_PER_S).",
         ),
-    ] = 3200.0,
+    ] = None,
     price_per_gpu_hour: Annotated[
         float | None,
         typer.Option(min=0.0, rich_help_panel=STATED, help="With --gpu: USD per GPU-hour, for a cost."),
@@ -292,7 +295,7 @@ def estimate(
     total and named. Per provider, GPU and pricing type, an offer neither faster nor cheaper than
     another is folded.
     """
-    from answers.estimate import StatedHardware, on_hardware
+    from answers.estimate import DEFAULT_INTER_NODE_GBITS_PER_S, StatedHardware, on_hardware
     from answers.prices import OfferFilters
 
     spec = job.model_spec()
@@ -319,7 +322,7 @@ def estimate(
             "--nodes": nodes != 1,
             "--interconnect": interconnect is not None,
             "--sharding": sharding is not None,
-            "--inter-node-gbps": inter_node_gbps != 3200.0,
+            "--inter-node-gbps": inter_node_gbps is not None,
             "--price-per-gpu-hour": price_per_gpu_hour is not None,
         }
         given = [flag for flag, set_ in stated.items() if set_]
@@ -351,7 +354,7 @@ def estimate(
         gpus_per_node=gpus,
         nodes=nodes,
         interconnect=None if interconnect is None else interconnect.value,
-        inter_node_gbits_per_s=inter_node_gbps,
+        inter_node_gbits_per_s=DEFAULT_INTER_NODE_GBITS_PER_S if inter_node_gbps is None else inter_node_gbps,
         price_usd_per_gpu_hour=price_per_gpu_hour,
         sharding=None if sharding is None else sharding.value,
     )
