@@ -1,11 +1,12 @@
 """The product's questions, answered once: what the CLI, the page, the feeds and any web API ask.
 
 Layer: `connectors`, `finetune` ← `warehouse` ← `answers` ← `flows`. Modules here read the marts
-through `warehouse.db` connections (a read-only, sandboxed one is enough), return polars frames or
-frozen records, never print, and raise one error type, `AnswerError`, whose message says what to do.
+through `warehouse.db` connections (a read-only, sandboxed one is enough), return polars frames,
+`answers.rows.Rows` (rows DuckDB computed, where no dataframe is needed) or frozen records, never
+print, and raise one error type, `AnswerError`, whose message says what to do.
 
-* `answers.prices`: current prices, history, the time/cost frontier and `OfferFilters`, the one
-  filter applied in one place (`apply_filters`).
+* `answers.prices`: current prices, history, the time/cost frontier and `OfferFilters`, whose
+  rules are stated once (`filter_terms`) and rendered as SQL or polars.
 * `answers.estimate`: one job priced on every current offer, or on stated hardware (`--gpu X
   --gpus N`) as a one-row offer frame through the same cost SQL the mart uses.
 * `answers.status`: freshness per provider and the runs in progress, for `gpucost status` and the page.

@@ -2,9 +2,14 @@
 `answers.estimate` ranks offers with.
 
 Pure functions over a DuckDB connection (a read-only, sandboxed one is enough) and frozen filter
-values; they return polars frames and never print. The SQL is fixed text (no user input is ever
-formatted into it, nor passed to it): filters apply to the frames, in `apply_filters`, so one
-implementation serves current offers and history alike.
+values; they never print. `prices` returns `answers.rows.Rows`, computed in DuckDB, so the most
+common read command never imports polars (its import is most of `gpucost prices`' start-up);
+history, the frontier and `current_offers` for `answers.estimate` return polars frames.
+
+**Filters.** `filter_terms` states every filter rule once, as (column, test, value) terms; they
+are rendered as SQL for current offers (`sql_where`: fixed text, every value a `?` parameter, so
+no user input is ever formatted into SQL) and as polars expressions for history intervals, whose
+GPUs are resolved in Python (`apply_filters`). A test holds the two renderings to the same rows.
 
 **GPU names match by family.** A wanted name W matches a canonical name N (gpus.csv) when N == W
 or N starts with W followed by "-" (case-insensitive; spaces and underscores in W read as "-"):
@@ -39,14 +44,16 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-
-import duckdb
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from answers import AnswerError
+from answers.rows import Rows
 from warehouse.db import PACKAGE_DIR
 from warehouse.hardware import HardwareCatalog
-from warehouse.marts import resolve_descriptions
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
 
 QUERIES_DIR = PACKAGE_DIR / "sql" / "queries"
 OFFER_KEY = ("provider", "instance_type", "region", "zone", "pricing_type")
@@ -119,37 +126,101 @@ def _matching(
     return [v for v in set(values) if v is not None and any(match(v, w) for w in wanted)]
 
 
-def apply_filters(frame: pl.DataFrame, filters: OfferFilters) -> pl.DataFrame:
-    """The rows of `frame` that pass `filters`.
+# One filter, two renderings: SQL where current offers are read (the marts already hold every
+# column a filter reads, so `gpucost prices` needs no dataframe library), polars where history
+# intervals are, after their GPUs are resolved in Python. `filter_terms` decides every rule once;
+# the renderers only spell a (column, test, value) term in their language.
+FilterTerm = tuple[str, str, Any]
 
-    Needs the columns a filter reads: gpu_name, provider, region, vram_gb, is_spot, available,
-    price_usd_per_gpu_hour (and is_stale for current offers). An offer whose `available` is false
-    (the provider says no capacity now) passes only with `include_unavailable`; null (the source
-    does not say) passes. The name rules run in Python over the distinct values (a few hundred),
-    so exactly one implementation of each rule exists.
+
+def filter_terms(
+    filters: OfferFilters, distinct: Callable[[str], Iterable[str | None]], *, has_stale: bool
+) -> list[FilterTerm]:
+    """The terms that keep exactly the rows passing `filters`.
+
+    `distinct(column)` gives a column's distinct values: the name rules run in Python over them (a
+    few hundred), so exactly one implementation of each rule exists. An offer whose `available` is
+    false (the provider says no capacity now) passes only with `include_unavailable`; null (the
+    source does not say) passes. `has_stale`: whether the rows have `is_stale` (price history has
+    no such column: a past interval is not stale, only old). A null in a filtered column (an
+    unmapped GPU's VRAM) fails the filter rather than passing it.
     """
-    keep = pl.lit(True)
+    terms: list[FilterTerm] = []
     if filters.gpus:
-        keep &= pl.col("gpu_name").is_in(_matching(frame["gpu_name"], filters.gpus, gpu_matches))
+        terms.append(("gpu_name", "in", sorted(_matching(distinct("gpu_name"), filters.gpus, gpu_matches))))
     if filters.providers:
-        wanted = {p.lower() for p in filters.providers}
-        keep &= pl.col("provider").str.to_lowercase().is_in(sorted(wanted))
+        terms.append(("provider", "lower_in", sorted({p.lower() for p in filters.providers})))
     if filters.regions:
-        keep &= pl.col("region").is_in(_matching(frame["region"], filters.regions, region_matches))
+        terms.append(("region", "in", sorted(_matching(distinct("region"), filters.regions, region_matches))))
     if filters.min_vram_gb is not None:
-        keep &= pl.col("vram_gb") >= filters.min_vram_gb
+        terms.append(("vram_gb", ">=", filters.min_vram_gb))
     if filters.spot is not None:
-        keep &= pl.col("is_spot") == filters.spot
+        terms.append(("is_spot", "==", filters.spot))
     if filters.max_usd_per_gpu_hour is not None:
-        keep &= pl.col("price_usd_per_gpu_hour") <= filters.max_usd_per_gpu_hour
-    # stale offers (their provider has failed for too long) leave every answer unless asked for;
-    # price history has no such column: a past interval is not stale, only old
-    if not filters.include_stale and "is_stale" in frame.columns:
-        keep &= ~pl.col("is_stale")
+        terms.append(("price_usd_per_gpu_hour", "<=", filters.max_usd_per_gpu_hour))
+    # stale offers (their provider has failed for too long) leave every answer unless asked for
+    if not filters.include_stale and has_stale:
+        terms.append(("is_stale", "is_false", None))
     if not filters.include_unavailable:
-        keep &= pl.col("available").fill_null(True)
-    # a null in a filtered column (an unmapped GPU's VRAM) fails the filter rather than passing it
+        terms.append(("available", "not_false", None))
+    return terms
+
+
+_SQL_TESTS = {
+    "in": "list_contains(?::varchar[], {c})",
+    "lower_in": "list_contains(?::varchar[], lower({c}))",
+    ">=": "{c} >= ?",
+    "<=": "{c} <= ?",
+    "==": "{c} = ?",
+    "is_false": "not {c}",
+    "not_false": "coalesce({c}, true)",
+}
+
+
+def sql_where(terms: Sequence[FilterTerm]) -> tuple[str, list[Any]]:
+    """`terms` as a SQL condition with `?` parameters (column names are the code's own, never
+    input); a null makes a term null, and a null condition drops the row, as `filter_terms` says."""
+    parts, params = ["true"], []
+    for column, test, value in terms:
+        parts.append(_SQL_TESTS[test].format(c=column))
+        if "?" in _SQL_TESTS[test]:
+            params.append(value)
+    return " and ".join(parts), params
+
+
+def apply_filters(frame: pl.DataFrame, filters: OfferFilters) -> pl.DataFrame:
+    """The rows of polars `frame` that pass `filters` (`filter_terms` for the rules)."""
+    import polars as pl
+
+    terms = filter_terms(
+        filters, lambda c: frame[c].unique().to_list(), has_stale="is_stale" in frame.columns
+    )
+    keep = pl.lit(True)
+    for term in terms:
+        keep &= _polars_test(term)
     return frame.filter(keep.fill_null(False))
+
+
+def _polars_test(term: FilterTerm) -> pl.Expr:
+    import polars as pl
+
+    column, test, value = term
+    col = pl.col(column)
+    if test == "in":
+        return col.is_in(value)
+    if test == "lower_in":
+        return col.str.to_lowercase().is_in(value)
+    if test == ">=":
+        return col >= value
+    if test == "<=":
+        return col <= value
+    if test == "==":
+        return col == value
+    if test == "is_false":
+        return ~col
+    if test == "not_false":
+        return col.fill_null(True)
+    raise ValueError(f"unknown filter test {test!r}")
 
 
 def check_filters(con: duckdb.DuckDBPyConnection, filters: OfferFilters) -> None:
@@ -191,50 +262,79 @@ def _has_relation(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> boo
     return bool(found[0][0])
 
 
-def current_offers(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime) -> pl.DataFrame:
-    """Every current offer passing `filters`, with `price_age_hours` (now − last_seen_at)."""
+def _current_offers_sql(
+    con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime
+) -> tuple[str, list[Any]]:
+    """The query of every current offer passing `filters`, with `price_age_hours`."""
     if not _has_relation(con, "marts", "gpu_offers"):
         raise AnswerError("no marts.gpu_offers yet; run `gpucost refresh` first")
-    frame = con.sql((QUERIES_DIR / "current_offers.sql").read_text()).pl()
-    return apply_filters(frame, filters).with_columns(_age_hours(now))
+    offers = (QUERIES_DIR / "current_offers.sql").read_text()
+
+    def distinct(column: str) -> list[str | None]:
+        return [v for (v,) in con.execute(f"select distinct {column} from ({offers})").fetchall()]
+
+    where, params = sql_where(filter_terms(filters, distinct, has_stale=True))
+    # whole seconds, as the age has always been counted (polars' total_seconds truncates)
+    age = "trunc((epoch_us(?::timestamptz) - epoch_us(last_seen_at)) / 1e6) / 3600"
+    return f"select *, {age} as price_age_hours from ({offers}) where {where}", [now, *params]
 
 
-def _age_hours(now: datetime) -> pl.Expr:
-    return ((pl.lit(now) - pl.col("last_seen_at")).dt.total_seconds() / 3600).alias("price_age_hours")
+def current_offers(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime) -> pl.DataFrame:
+    """Every current offer passing `filters`, with `price_age_hours` (now − last_seen_at)."""
+    sql, params = _current_offers_sql(con, filters, now)
+    return con.sql(sql, params=params).pl()
 
 
-def cheapest_per_provider(offers: pl.DataFrame) -> pl.DataFrame:
-    """One row per GPU × provider × spot/on-demand: its cheapest offer by $/GPU-hour.
+# Of equal $/GPU-hour the cheaper instance wins (fewer GPUs to rent), then the offer key; the
+# order polars sorted in before (nulls last within a group, first in the result's own order).
+_CHEAPEST_SQL = """
+select * exclude (_rank) from (
+    select
+        *,
+        row_number() over best as _rank,
+        count(*) over everyone as offers,
+        min(gpu_count) over everyone as min_gpu_count,
+        max(gpu_count) over everyone as max_gpu_count
+    from ({current})
+    window
+        best as (
+            partition by gpu_name, provider, is_spot
+            order by price_usd_per_gpu_hour nulls last, price_usd_per_hour nulls last, provider nulls last,
+                instance_type nulls last, region nulls last, zone nulls last, pricing_type nulls last
+        ),
+        everyone as (partition by gpu_name, provider, is_spot)
+)
+where _rank = 1
+order by gpu_name nulls first, price_usd_per_gpu_hour nulls first, provider nulls first, is_spot nulls first
+"""
+
+
+def cheapest_per_provider(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime) -> Rows:
+    """One row per GPU × provider × spot/on-demand of the current offers passing `filters`: its
+    cheapest offer by $/GPU-hour, with `price_age_hours`.
 
     Of equal $/GPU-hour the cheaper instance wins (fewer GPUs to rent), then the offer key.
     `offers` counts the offers the row stands for; `min_gpu_count`/`max_gpu_count` the sizes.
     Sorted by GPU, then $/GPU-hour.
     """
-    group = ["gpu_name", "provider", "is_spot"]
-    ranked = offers.sort(["price_usd_per_gpu_hour", "price_usd_per_hour", *OFFER_KEY], nulls_last=True)
-    best = ranked.group_by(group, maintain_order=True).agg(
-        pl.all().exclude(group).first(),
-        pl.len().alias("offers"),
-        pl.col("gpu_count").min().alias("min_gpu_count"),
-        pl.col("gpu_count").max().alias("max_gpu_count"),
-    )
-    return best.select([*offers.columns, "offers", "min_gpu_count", "max_gpu_count"]).sort(
-        ["gpu_name", "price_usd_per_gpu_hour", "provider", "is_spot"]
-    )
+    sql, params = _current_offers_sql(con, filters, now)
+    return Rows.fetch(con.execute(_CHEAPEST_SQL.format(current=sql), params))
 
 
-def prices(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime) -> pl.DataFrame:
+def prices(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime) -> Rows:
     """`gpucost prices`: the cheapest offer per GPU × provider × pricing type."""
     check_filters(con, filters)
-    return cheapest_per_provider(current_offers(con, filters, now))
+    return cheapest_per_provider(con, filters, now)
 
 
-def fetched_between(frame: pl.DataFrame) -> tuple[datetime | None, datetime | None]:
+def fetched_between(frame: Rows | pl.DataFrame) -> tuple[datetime | None, datetime | None]:
     """(oldest, newest) `last_seen_at` of the rows: when the prices shown were fetched."""
     if frame.is_empty() or "last_seen_at" not in frame.columns:
         return None, None
-    # polars types Series.min() as any Python literal; a timestamp column's is a datetime
-    return frame["last_seen_at"].min(), frame["last_seen_at"].max()  # type: ignore[return-value]
+    seen = [
+        t for t in (frame.column("last_seen_at") if isinstance(frame, Rows) else frame["last_seen_at"]) if t
+    ]
+    return (min(seen), max(seen)) if seen else (None, None)
 
 
 # --- the time/cost frontier --------------------------------------------------------------------
@@ -260,6 +360,8 @@ def frontier(
     Sorted by time, an offer is on the frontier exactly when it is cheaper than every offer before
     it in its group (those are all at least as fast); the exact tie that sorts first stays.
     """
+    import polars as pl
+
     if rows.select(pl.col(time).is_null().any() | pl.col(cost).is_null().any()).item():
         raise ValueError(f"frontier needs {time} and {cost} on every row (pass priced rows only)")
 
@@ -319,12 +421,6 @@ from core.offer_prices
 where valid_from <= ? and (valid_to is null or valid_to > ?)
 """
 
-_INTERVALS_SCHEMA = {
-    "gpu_name": pl.String,
-    "vram_gb": pl.Float64,
-    "gpu_count": pl.Float64,
-}
-
 
 def price_intervals(
     con: duckdb.DuckDBPyConnection,
@@ -335,6 +431,10 @@ def price_intervals(
 ) -> pl.DataFrame:
     """Price intervals of core.offer_prices open at some time in [since, now] that pass `filters`,
     each with its resolved GPU, VRAM, GPU count and `price_usd_per_gpu_hour`."""
+    import polars as pl
+
+    from warehouse.marts import resolve_descriptions  # polars: history needs it, `prices` does not
+
     if not _has_relation(con, "core", "offer_prices"):
         raise AnswerError("no price history yet; run `gpucost refresh` first")
     check_filters(con, filters)
@@ -349,7 +449,11 @@ def price_intervals(
         "gpu_name",
         "vram_gb",
         pl.coalesce(pl.when(pl.col("gpu_count") > 0).then(pl.col("gpu_count")), stated).alias("gpu_count"),
-    ).cast(dict(frame.select(hardware_key).schema) | _INTERVALS_SCHEMA)
+    ).cast(
+        dict(frame.select(hardware_key).schema)
+        | {c: pl.Float64 for c in ("vram_gb", "gpu_count")}
+        | {"gpu_name": pl.String}
+    )
     joined = frame.join(hardware, on=hardware_key, how="left", nulls_equal=True)
     joined = joined.filter(pl.col("gpu_name").is_not_null() & (pl.col("gpu_count") > 0)).with_columns(
         (pl.col("price_usd_per_hour") / pl.col("gpu_count")).alias("price_usd_per_gpu_hour")
@@ -363,6 +467,8 @@ def series_at(intervals: pl.DataFrame, at: pl.DataFrame) -> pl.DataFrame:
     An interval covers t when valid_from ≤ t < valid_to (valid_to null = still open). Instants no
     interval covers get no row: the series had no offer then.
     """
+    import polars as pl
+
     key = list(SERIES_KEY)
     pairs = at.join(intervals.select([*key, "valid_from", "valid_to", "price_usd_per_gpu_hour"]), on=key)
     still_open = pl.col("valid_to").is_null() | (pl.col("t") < pl.col("valid_to"))
@@ -386,6 +492,8 @@ def chart_times(since: datetime, now: datetime, points: int = 32) -> list[dateti
 
 def chart_points(intervals: pl.DataFrame, times: Sequence[datetime]) -> pl.DataFrame:
     """`series_at` every series at each of `times` (`chart_times`)."""
+    import polars as pl
+
     frame = pl.DataFrame({"t": list(times)}).with_columns(pl.col("t").cast(pl.Datetime("us", "UTC")))
     return series_at(intervals, _series(intervals).join(frame, how="cross"))
 
@@ -397,6 +505,8 @@ def history_summary(intervals: pl.DataFrame, since: datetime, now: datetime) -> 
     The series is a step function, so evaluating it at every interval edge inside the window is
     exact: nothing between two edges differs from the edge before it.
     """
+    import polars as pl
+
     key = list(SERIES_KEY)
     if intervals.is_empty():
         return pl.DataFrame(

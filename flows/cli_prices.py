@@ -29,13 +29,14 @@ from flows.output import console, err
 from warehouse.errors import WarehouseError
 from warehouse.freshness import format_age
 
-# The queries (answers.prices: polars, DuckDB) are imported by the functions that run them, so
+# The queries (answers.prices: DuckDB; polars for history) are imported by the functions that run them, so
 # that `gpucost --help` and the commands that never read prices do not load them (issue 22).
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
     from answers.prices import OfferFilters
+    from answers.rows import Rows
 
 # --- options shared with `gpucost estimate` ------------------------------------------------------
 
@@ -182,7 +183,7 @@ def _why_no_prices(
 # --- formatting ---------------------------------------------------------------------------------
 
 
-def fetched_line(frame: pl.DataFrame, banner: str | None, now: datetime) -> str:
+def fetched_line(frame: Rows | pl.DataFrame, banner: str | None, now: datetime) -> str:
     """ "live prices fetched 2026-12-01 09:25 UTC (3m ago)", or a range when rows differ."""
     from answers import prices as answers
     from warehouse.db import SAMPLE_BANNER
@@ -247,11 +248,13 @@ def _json_value(value: object) -> object:
     return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
-def _print_rows(frame: pl.DataFrame, as_json: bool) -> None:
+def _print_rows(frame: Rows | pl.DataFrame, as_json: bool) -> None:
+    from answers.rows import Rows
+
     if as_json:
         console.out(json.dumps(frame.to_dicts(), indent=2, default=_json_value), highlight=False)
-    else:
-        sys.stdout.write(frame.write_csv())
+    else:  # polars writes the CSV (its quoting and timestamp format, unchanged)
+        sys.stdout.write((frame.to_polars() if isinstance(frame, Rows) else frame).write_csv())
 
 
 # --- gpucost prices -------------------------------------------------------------------------------
@@ -341,7 +344,7 @@ def prices(
     console.print(fetched_line(rows, banner, now), highlight=False)
 
 
-def _prices_table(rows: pl.DataFrame) -> Table:
+def _prices_table(rows: Rows) -> Table:
     # one space between columns and the VRAM under the GPU's name: ten columns fit 80 characters
     table = Table(
         box=box.SIMPLE_HEAD,

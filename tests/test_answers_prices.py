@@ -197,9 +197,9 @@ def test_unavailable_offers_rank_only_when_asked_for(tmp_path: Path) -> None:
     load_offers(con, "r1", "runpod", offers, now=T0)
     build_marts(con)
     shown = answers.prices(con, OfferFilters(), T0 + DAY)
-    assert sorted(shown["instance_type"]) == ["1x H100 PCIe", "1x RTX 4090"]
+    assert sorted(shown.column("instance_type")) == ["1x H100 PCIe", "1x RTX 4090"]
     everything = answers.prices(con, OfferFilters(include_unavailable=True), T0 + DAY)
-    marked = dict(zip(everything["instance_type"], everything["available"], strict=True))
+    marked = dict(zip(everything.column("instance_type"), everything.column("available"), strict=True))
     assert marked == {"1x H100 SXM": False, "1x H100 PCIe": True, "1x RTX 4090": None}
     con.close()
 
@@ -239,7 +239,7 @@ def test_describe_gives_the_options_back() -> None:
 
 def test_cheapest_per_gpu_provider_and_pricing_type(con: duckdb.DuckDBPyConnection) -> None:
     best = answers.prices(con, OfferFilters(gpus=("H100-SXM",)), T0 + DAY)
-    rows = {(r["provider"], r["is_spot"]): r for r in best.iter_rows(named=True)}
+    rows = {(r["provider"], r["is_spot"]): r for r in best.to_dicts()}
     assert set(rows) == {("runpod", False), ("runpod", True), ("aws", False), ("aws", True),
                          ("nebius", True), ("vast", False)}  # fmt: skip
     # runpod: the 8x at $2.59 per GPU-hour beats the 1x at $2.69
@@ -248,25 +248,92 @@ def test_cheapest_per_gpu_provider_and_pricing_type(con: duckdb.DuckDBPyConnecti
     # aws: us-east-1 ($55.04) beats eu-west-1 ($60.00) for the same instance
     assert (rows["aws", False]["region"], rows["aws", False]["price_usd_per_hour"]) == ("us-east-1", 55.04)
     assert rows["nebius", True]["price_is_from"] and rows["vast", False]["price_statistic"] == "p10"
-    assert best["price_usd_per_gpu_hour"].to_list() == sorted(best["price_usd_per_gpu_hour"])
+    assert best.column("price_usd_per_gpu_hour") == sorted(best.column("price_usd_per_gpu_hour"))
+    # the columns of a current offer, then what the row stands for
+    assert best.columns[-3:] == ("offers", "min_gpu_count", "max_gpu_count")
+    assert best.columns[:-3] == tuple(_offers(con).columns)
 
 
-def test_equal_price_per_gpu_goes_to_the_smaller_instance() -> None:
-    frame = pl.DataFrame(
-        {
-            "gpu_name": ["L4", "L4"], "provider": ["x", "x"], "is_spot": [False, False],
-            "instance_type": ["4x", "1x"], "region": ["r", "r"], "zone": [None, None],
-            "pricing_type": ["on_demand"] * 2, "gpu_count": [4.0, 1.0],
-            "price_usd_per_gpu_hour": [0.5, 0.5], "price_usd_per_hour": [2.0, 0.5],
-        }
-    )  # fmt: skip
-    (row,) = answers.cheapest_per_provider(frame).iter_rows(named=True)
-    assert (row["instance_type"], row["offers"]) == ("1x", 2)
+def test_equal_price_per_gpu_goes_to_the_smaller_instance(tmp_path: Path) -> None:
+    con = open_warehouse(tmp_path / "warehouse.duckdb")
+    offers = [_runpod("4x L4", "L4", 4, 2.0), _runpod("1x L4", "L4", 1, 0.5)]
+    load_offers(con, "r1", "runpod", offers, now=T0)
+    build_marts(con)
+    (row,) = answers.prices(con, OfferFilters(), T0 + DAY).to_dicts()
+    assert (row["instance_type"], row["offers"], row["min_gpu_count"], row["max_gpu_count"]) == (
+        "1x L4",
+        2,
+        1,
+        4,
+    )
+    con.close()
+
+
+def test_the_cheapest_row_breaks_ties_by_offer_key_whatever_the_load_order(tmp_path: Path) -> None:
+    # two regions at one price: the first by offer key (region "a" before "b") stands for both
+    picked = set()
+    for regions in (("a", "b"), ("b", "a")):
+        con = open_warehouse(tmp_path / f"{regions[0]}.duckdb")
+        offers = [
+            make_offer("1x L4", 0.5, "runpod", region=r, gpu_name_raw="L4", gpu_count=1) for r in regions
+        ]
+        load_offers(con, "r1", "runpod", offers, now=T0)
+        build_marts(con)
+        (row,) = answers.prices(con, OfferFilters(), T0 + DAY).to_dicts()
+        picked.add((row["region"], row["offers"]))
+        con.close()
+    assert picked == {("a", 2)}
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {},
+        {"gpus": ("H100",)},
+        {"gpus": ("h100 sxm",), "spot": True},
+        {"providers": ("RunPod", "aws")},
+        {"regions": ("us-*", "global")},
+        {"min_vram_gb": 80, "max_usd_per_gpu_hour": 2.6},
+        {"spot": False, "include_unavailable": True},
+        {"gpus": ("GH200",), "providers": ("lambdalabs",), "regions": ("GLOBAL",)},
+    ],
+    ids=repr,
+)
+def test_the_sql_and_polars_renderings_of_a_filter_keep_the_same_offers(
+    con: duckdb.DuckDBPyConnection, filters: dict[str, object]
+) -> None:
+    """One rule set (filter_terms), two renderings: current offers filter in SQL, history in
+    polars. Both must keep exactly the same rows of the same offers."""
+    wanted = OfferFilters(**filters)
+    everything = answers.current_offers(
+        con, OfferFilters(include_unavailable=True, include_stale=True), T0 + DAY
+    )
+    in_polars = answers.apply_filters(everything, wanted)
+    in_sql = _offers(con, **filters)
+    key = list(answers.OFFER_KEY)
+    assert in_sql.height > 0 or filters  # the unfiltered case is not vacuous
+    assert sorted(in_sql.select(key).rows(), key=repr) == sorted(in_polars.select(key).rows(), key=repr)
+
+
+def test_a_filter_value_is_a_parameter_never_sql_text(con: duckdb.DuckDBPyConnection) -> None:
+    # a provider or region that reads like SQL is only a name that matches nothing
+    assert _offers(con, providers=("aws') or true --",)).is_empty()
+    assert _offers(con, regions=("x' or '1'='1",)).is_empty()
+    where, params = answers.sql_where(
+        answers.filter_terms(OfferFilters(providers=("a'b",)), list, has_stale=True)
+    )
+    assert "a'b" not in where and params == [["a'b"]]
 
 
 def test_fetched_between(con: duckdb.DuckDBPyConnection) -> None:
     assert answers.fetched_between(_offers(con)) == (T0, T0)
     assert answers.fetched_between(_offers(con).clear()) == (None, None)
+    # the same for the rows `prices` returns
+    assert answers.fetched_between(answers.prices(con, OfferFilters(), T0 + DAY)) == (T0, T0)
+    assert answers.fetched_between(answers.prices(con, OfferFilters(gpus=("B200",)), T0 + DAY)) == (
+        None,
+        None,
+    )
 
 
 # --- the time/cost frontier --------------------------------------------------------------------

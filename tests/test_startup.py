@@ -95,6 +95,16 @@ def test_read_commands_load_no_prefect_or_http_stack(args: list[str], replay_hom
     assert not modules & REFRESH_ONLY, f"gpucost {args[0]} imported {sorted(modules & REFRESH_ONLY)}"
 
 
+@pytest.mark.parametrize(
+    "args", [["prices"], ["prices", "--gpu", "H100", "--region", "us-*"], ["prices", "--json"]], ids=" ".join
+)
+def test_prices_imports_no_dataframe_library(args: list[str], replay_home: Path, tmp_path: Path):
+    """`prices` answers from DuckDB rows (answers/rows.py): polars, the slowest import on its path,
+    is for history and estimate, and for --csv (its CSV writer)."""
+    modules = loaded(args, replay_home, tmp_path)
+    assert "duckdb" in modules and not modules & {"polars", "pyarrow"}
+
+
 def test_an_offline_hub_model_id_is_refused_before_any_http_client(replay_home: Path, tmp_path: Path):
     """A model id outside the seeds and the HF cache is the one read path that needs the HTTP
     client (flows/hf_configs.py imports it there); offline, its one line comes without it."""
