@@ -28,6 +28,7 @@ from connectors import (
     ovhcloud,
     paperspace,
     runpod,
+    salad,
     scaleway,
     tensordock,
     vast,
@@ -65,6 +66,7 @@ CONNECTORS: dict[str, Connector] = {
         tensordock,
         crusoe,
         jarvislabs,
+        salad,
     )
 }
 
