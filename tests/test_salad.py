@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ def gpu_class(**fields: Any) -> dict[str, Any]:
     return base | fields
 
 
-def offers_of(items: list[object]) -> dict[str, Offer]:
+def offers_of(items: Sequence[object]) -> dict[str, Offer]:
     return {o.instance_type: o for o in items if isinstance(o, Offer)}
 
 
