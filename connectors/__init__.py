@@ -31,6 +31,7 @@ from connectors import (
     salad,
     scaleway,
     tensordock,
+    together,
     vast,
     verda,
     vultr,
@@ -67,6 +68,7 @@ CONNECTORS: dict[str, Connector] = {
         crusoe,
         jarvislabs,
         salad,
+        together,
     )
 }
 
