@@ -31,10 +31,13 @@ What becomes an offer, per hardware row:
   cell `Excluded("no_public_rate")`.
 
 Every price is read through `pages.quote`: the currency from the cell ("$"), the time unit and
-the per-GPU basis from the cell or its label where they say so, else from what Together states
-once (`STATED`, not binding: a cell or label that says otherwise wins, and a per-instance price
-then multiplies by nothing). A price whose currency, unit or basis is stated nowhere is a wrong
-row; every row so is a `LayoutChanged`. A renamed "Hardware" or "On-demand" label, or a new
+the per-GPU basis from the cell or its label where they say so, else from what the section says
+once outside the table ("Prices are per GPU per hour", `section_basis`; not binding: a cell or
+label that says otherwise wins, and a per-instance price then multiplies by nothing). Together's
+docs say the rates are per GPU-hour, but the connector takes that from the page, never from the
+docs: a price whose currency, unit or basis the page states nowhere is a wrong row, and every
+row so is a `LayoutChanged` (so a page that switched to monthly rates silently cannot be read
+as hourly). A renamed "Hardware" or "On-demand" label, or a new
 price column under a label this module does not read, is a `LayoutChanged` naming it.
 Scopes: `on_demand:gpu-clusters`, `spot:gpu-clusters`.
 """
@@ -73,16 +76,6 @@ PREEMPTIBLE_RULE = (
     "Together preemptible compute: a flat 50% of the on-demand rate, five-minute drain window "
     "(https://www.together.ai/blog/introducing-preemptible-compute-the-same-compute-half-the-price, "
     "2026-09-10)"
-)
-STATED = pages.Stated(
-    unit="hour",
-    per_gpu=True,
-    source=(
-        "Together's GPU-clusters guide: the pricing table's rates 'are per GPU per hour' "
-        "(github.com/togethercomputer/skills, "
-        "skills/together-gpu-clusters/references/pricing-and-discovery.md)"
-    ),
-    binding=False,
 )
 # "NVIDIA HGX H100 SXM - Inference" -> the GPU is "H100 SXM"; HGX/DGX name the board, not the GPU
 _BOARD = re.compile(r"\b(NVIDIA|HGX|DGX)\b", re.IGNORECASE)
@@ -124,9 +117,36 @@ def cluster_section(doc: bs4.Tag) -> bs4.Tag:
     return pages.section(doc, HEADINGS[-1], where="together.ai/pricing")
 
 
+def section_basis(block: bs4.Tag) -> pages.Stated:
+    """What the GPU clusters section says once of its prices, outside the table: a sentence that
+    names both a time unit and the per-GPU basis ("Prices are per GPU per hour"). Empty when no
+    sentence does (then every cell or label must say it); `LayoutChanged` when two disagree."""
+    found: dict[tuple[str, bool], str] = {}
+    for node in block.find_all(string=True):
+        if node.find_parent(["table", "script", "style"]) is not None:
+            continue
+        for text in re.split(r"(?<=[.;!?])\s+", pages.clean(str(node))):
+            unit, per_gpu = pages.price_unit(text)
+            if unit is not None and per_gpu is not None and re.search(r"\b(price|rate)", text, re.I):
+                found.setdefault((unit, per_gpu), text)
+    if len(found) > 1:
+        raise LayoutChanged(
+            f"{WHERE}: the section states its prices' basis twice differently ({list(found.values())}); "
+            "has the page layout changed?"
+        )
+    if not found:
+        return pages.Stated()
+    ((unit, per_gpu), text), *_ = found.items()
+    # not binding: a cell or label that states its own basis says which price it is
+    return pages.Stated(
+        unit=unit, per_gpu=per_gpu, source=f"the GPU Clusters section says {text!r}", binding=False
+    )
+
+
 def cluster_offers(doc: bs4.Tag, counts: dict[str, int]) -> Iterator[Offer]:
     """Every hardware row of the GPU clusters table, each price read with its basis."""
     block = cluster_section(doc)
+    stated = section_basis(block)
     table = pages.find_table(block, required=(NAME_LABELS[0], ON_DEMAND_LABELS[0]), where=WHERE)
     table.check_names(*NAME_LABELS)
     table.check_price_columns(*NAME_LABELS, *ON_DEMAND_LABELS, *SPOT_LABELS, *RESERVED_WORDS)
@@ -146,7 +166,7 @@ def cluster_offers(doc: bs4.Tag, counts: dict[str, int]) -> Iterator[Offer]:
         for label in reserved:
             if pages.parse_money(row.get(label)) is not None:
                 counts["reserved_term"] = counts.get("reserved_term", 0) + 1
-        on_demand = _read(row, ON_DEMAND_LABELS, hardware, counts, basis_errors)
+        on_demand = _read(row, ON_DEMAND_LABELS, stated, hardware, counts, basis_errors)
         if isinstance(on_demand, Offer):  # a wrong row, flagged
             yield on_demand
         elif on_demand is not None:
@@ -166,7 +186,7 @@ def cluster_offers(doc: bs4.Tag, counts: dict[str, int]) -> Iterator[Offer]:
             elif on_demand is not None:
                 yield _offer(hardware, on_demand, "spot", "estimated", share=PREEMPTIBLE_SHARE)
             continue
-        spot = _read(row, (table.headers[spot_index],), hardware, counts, basis_errors, spot=True)
+        spot = _read(row, (table.headers[spot_index],), stated, hardware, counts, basis_errors, spot=True)
         if isinstance(spot, pages.Quote):
             yield _offer(hardware, spot, "spot", "list")
         elif isinstance(spot, Offer):
@@ -178,6 +198,7 @@ def cluster_offers(doc: bs4.Tag, counts: dict[str, int]) -> Iterator[Offer]:
 def _read(
     row: pages.Row,
     labels: Sequence[str],
+    stated: pages.Stated,
     hardware: str,
     counts: dict[str, int],
     errors: list[LayoutChanged],
@@ -189,7 +210,7 @@ def _read(
     pricing_type: PricingType = "spot" if spot else "on_demand"
     text = row.get(*labels) or ""
     try:
-        price = row.quote(*labels, stated=STATED)
+        price = row.quote(*labels, stated=stated)
     except LayoutChanged as exc:
         errors.append(exc)
         return _wrong(hardware, text, pricing_type, str(exc))

@@ -142,6 +142,34 @@ def test_wrong_prices_are_flagged_not_dropped() -> None:
     assert spot.price_source == "estimated" and "preemptible estimate derives from it" in (spot.problem or "")
 
 
+SENTENCE = "Prices are per GPU per hour."
+
+
+def test_the_basis_comes_from_the_page_not_from_the_docs() -> None:
+    # with no sentence stating it and bare "$3.49" cells, no price states its time unit
+    with pytest.raises(LayoutChanged, match="no time unit stated in the cell, its label or the page"):
+        list(together.parse([page(fixture_with(SENTENCE, ""))]))
+    # cells that say it themselves read without the sentence
+    body = fixture_with(SENTENCE, "").replace("SXM</td><td>$3.49</td>", "SXM</td><td>$3.49/GPU/hr</td>")
+    found = offers(list(together.parse([page(body)])))
+    assert found[("8x NVIDIA HGX H100 SXM", "on_demand")].price_per_hour == 27.92
+    assert found[("8x NVIDIA HGX H200", "on_demand")].problem is not None  # still unstated
+
+
+def test_a_page_that_states_monthly_rates_is_converted() -> None:
+    body = fixture_with(SENTENCE, "Prices are per GPU per month.").replace(
+        "SXM</td><td>$3.49</td>", "SXM</td><td>$2,547.70</td>"
+    )
+    h100 = offers(list(together.parse([page(body)])))[("8x NVIDIA HGX H100 SXM", "on_demand")]
+    assert h100.price_per_hour == pytest.approx(27.92)  # 2547.70 / 730 h x 8 GPUs
+
+
+def test_two_sentences_stating_different_bases_are_a_layout_change() -> None:
+    body = fixture_with(SENTENCE, f"{SENTENCE} Reserved rates are per node per month.")
+    with pytest.raises(LayoutChanged, match="states its prices' basis twice differently"):
+        list(together.parse([page(body)]))
+
+
 def test_a_renamed_or_new_price_column_is_a_layout_change() -> None:
     with pytest.raises(LayoutChanged, match="On-demand"):
         list(together.parse([page(fixture_with("<th>On-demand</th>", "<th>Pay as you go</th>"))]))
