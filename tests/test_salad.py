@@ -178,6 +178,32 @@ def test_replay_cassette_runs_fetch_and_parse_offline_and_every_gpu_maps() -> No
     }
 
 
+DERIVED = "getdeploying/opencomputeprices-getdeploying-2026-03-22.csv"
+
+
+def test_derived_getdeploying_salad_gpus_all_resolve(shared_raw: Path) -> None:
+    """getdeploying's 21 Salad rows (DERIVED, 2026-03-22: a cross-check, never parser input) name
+    the consumer GPUs Salad sells; each must map, so a live run lands none of them unmapped."""
+    import csv
+
+    with (shared_raw / DERIVED).open(newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["provider"] == "salad"]
+    assert len(rows) == 21
+    resolved = {}
+    for row in rows:
+        # "cheapest_<GPU>" rows keep the full name ("RTX 4070 Ti Super") in instance_type
+        raw = (
+            row["instance_type"].removeprefix("cheapest_")
+            if row["instance_type"].startswith("cheapest_")
+            else row["gpu_name"]
+        )
+        match = CATALOG.resolve("salad", "", raw, float(row["gpu_memory_gb"]), 1.0)
+        assert match is not None, raw
+        resolved[raw] = match.gpu_name
+    assert resolved["GTX 1660 Super"] == "GTX1660-SUPER" and resolved["RTX 3070 Ti"] == "RTX3070-Ti"
+    assert resolved["A5000"] == "RTXA5000" and resolved["RTX 4070 Ti Super"] == "RTX4070-Ti-SUPER"
+
+
 @pytest.fixture
 def _allow_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.undo()  # lifts tests/conftest.py's offline guard for this one test
