@@ -28,8 +28,10 @@ from connectors import (
     ovhcloud,
     paperspace,
     runpod,
+    salad,
     scaleway,
     tensordock,
+    together,
     vast,
     verda,
     vultr,
@@ -65,6 +67,8 @@ CONNECTORS: dict[str, Connector] = {
         tensordock,
         crusoe,
         jarvislabs,
+        salad,
+        together,
     )
 }
 

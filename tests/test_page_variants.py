@@ -23,7 +23,18 @@ from types import ModuleType
 import bs4
 import pytest
 
-from connectors import coreweave, crusoe, fluidstack, hyperstack, lambdalabs, nebius, pages, paperspace, verda
+from connectors import (
+    coreweave,
+    crusoe,
+    fluidstack,
+    hyperstack,
+    lambdalabs,
+    nebius,
+    pages,
+    paperspace,
+    together,
+    verda,
+)
 from tests import page_variants as pv
 from tests.conftest import REPO, SHARED_RAW
 
@@ -119,6 +130,13 @@ PAGES: dict[str, Page] = {
         fluidstack,
         ("fluidstack/pricing-page-excerpt-wayback-20250109.html",),  # verbatim Wayback excerpt
         "www.fluidstack.io/pricing.json",
+        pv.html_grids,
+        _none,
+    ),
+    "together": Page(
+        together,
+        (),  # no capture of together.ai/pricing is held: the replay body (ours) only
+        "www.together.ai/pricing.json",
         pv.html_grids,
         _none,
     ),
