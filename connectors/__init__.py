@@ -30,6 +30,7 @@ from connectors import (
     runpod,
     scaleway,
     tensordock,
+    thundercompute,
     vast,
     verda,
     vultr,
@@ -65,6 +66,7 @@ CONNECTORS: dict[str, Connector] = {
         tensordock,
         crusoe,
         jarvislabs,
+        thundercompute,
     )
 }
 
