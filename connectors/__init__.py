@@ -21,6 +21,7 @@ from connectors import (
     hyperstack,
     jarvislabs,
     lambdalabs,
+    latitude,
     linode,
     lium,
     nebius,
@@ -67,6 +68,7 @@ CONNECTORS: dict[str, Connector] = {
         crusoe,
         jarvislabs,
         thundercompute,
+        latitude,
     )
 }
 
