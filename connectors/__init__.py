@@ -14,6 +14,7 @@ from connectors import (
     crusoe,
     cudo,
     daytona,
+    denvr,
     digitalocean,
     ecb,
     fluidstack,
@@ -69,6 +70,7 @@ CONNECTORS: dict[str, Connector] = {
         jarvislabs,
         thundercompute,
         latitude,
+        denvr,
     )
 }
 
