@@ -231,3 +231,17 @@ def test_live_plans() -> None:
     with make_client(secrets=[token]) as client:
         found = offers(list(latitude.parse(list(latitude.fetch(client, {latitude.CREDENTIAL: token})))))
     assert found and all(o.currency in ("USD", "BRL") for o in found.values())
+
+
+@pytest.mark.parametrize(
+    ("plan", "raw", "gpu", "source"),
+    [
+        ("g3-h100-small", "NVIDIA H100 80GB", "H100-PCIe", "instance_type"),
+        # "NVLink" is a form-factor word of the name itself (an 80 GB NVLink H100 is the SXM5)
+        ("vm.h100.small", "NVIDIA H100 80GB NVLink", "H100-SXM", "name"),
+        ("vm.l40s.small", "NVIDIA L40S", "L40S", "only_variant"),
+    ],
+)
+def test_variant_source_says_how_the_form_factor_was_known(plan: str, raw: str, gpu: str, source: str) -> None:
+    match = CATALOG.resolve("latitude", plan, raw, None, 1)
+    assert match is not None and (match.gpu_name, match.variant_source) == (gpu, source)

@@ -169,3 +169,18 @@ def test_live_pricing_endpoint() -> None:
         found = offers(list(thundercompute.parse(list(thundercompute.fetch(client, {})))))
     assert any(o.pricing_type == "on_demand" for o in found.values())
     assert all(o.problem is None for o in found.values())
+
+
+@pytest.mark.parametrize(
+    ("key", "raw", "gpu", "source"),
+    [
+        # the H100's PCIe form factor is the seeds' row for Thunder's h100 family
+        ("h100_x1_production", "h100", "H100-PCIe", "instance_type"),
+        # nothing Thunder publishes says SXM or PCIe for the A100: listed in variants_unstated.csv
+        ("a100xl_x2_production", "a100xl", "A100-80GB-PCIe", "seed_default"),
+        ("a6000_x1_prototyping", "a6000", "RTXA6000", "only_variant"),
+    ],
+)
+def test_variant_source_says_how_the_form_factor_was_known(key: str, raw: str, gpu: str, source: str) -> None:
+    match = CATALOG.resolve("thundercompute", key, raw, None, 1)
+    assert match is not None and (match.gpu_name, match.variant_source) == (gpu, source)
