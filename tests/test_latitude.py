@@ -242,6 +242,6 @@ def test_live_plans() -> None:
         ("vm.l40s.small", "NVIDIA L40S", "L40S", "only_variant"),
     ],
 )
-def test_variant_source_says_how_the_form_factor_was_known(plan: str, raw: str, gpu: str, source: str) -> None:
+def test_variant_source_says_how_the_form_is_known(plan: str, raw: str, gpu: str, source: str) -> None:
     match = CATALOG.resolve("latitude", plan, raw, None, 1)
     assert match is not None and (match.gpu_name, match.variant_source) == (gpu, source)
