@@ -14,6 +14,7 @@ from connectors import (
     crusoe,
     cudo,
     daytona,
+    denvr,
     digitalocean,
     ecb,
     fluidstack,
@@ -21,6 +22,7 @@ from connectors import (
     hyperstack,
     jarvislabs,
     lambdalabs,
+    latitude,
     linode,
     lium,
     nebius,
@@ -32,6 +34,7 @@ from connectors import (
     scaleway,
     tensordock,
     together,
+    thundercompute,
     vast,
     verda,
     vultr,
@@ -69,6 +72,9 @@ CONNECTORS: dict[str, Connector] = {
         jarvislabs,
         salad,
         together,
+        thundercompute,
+        latitude,
+        denvr,
     )
 }
 
