@@ -18,6 +18,7 @@ from connectors import (
     ecb,
     fluidstack,
     gcp,
+    genesiscloud,
     hotaisle,
     hyperstack,
     jarvislabs,
@@ -66,6 +67,7 @@ CONNECTORS: dict[str, Connector] = {
         tensordock,
         crusoe,
         jarvislabs,
+        genesiscloud,
         hotaisle,
     )
 }
