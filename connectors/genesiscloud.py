@@ -71,7 +71,6 @@ _COUNT = re.compile(r"\b(\d{1,2})\s*[x×]\s*(?:NVIDIA|AMD)\b", re.I)
 _VCPUS = re.compile(r"\b(\d{1,4})\s*vCPUs?\b", re.I)
 _RAM = re.compile(r"\b(\d[\d,.]*\s*(?:GB|GiB|TB))\s*(?:of\s+)?(?:system\s+)?RAM\b", re.I)
 _LOCATIONS = re.compile(r"data\s*cent(?:er|re)\s*locations?\s*:?\s*(.*)", re.I)
-_NOT_TEXT = frozenset({"script", "style", "template", "head", "title", "noscript"})
 MAX_PRICE_CHARS = 60  # a price holder is one short line, not a paragraph that mentions a price
 
 
@@ -94,24 +93,11 @@ def _page_items(response: RawResponse) -> Iterator[Offer | Excluded]:
 
 
 def price_holders(root: bs4.Tag) -> list[bs4.Tag]:
-    """The innermost elements whose whole text is one short price with a time unit, or a request
-    for a quote ("RFQ", "Contact sales") standing where a price would."""
-    found: list[bs4.Tag] = []
-    for string in root.find_all(string=True):
-        tag = string.parent
-        if not isinstance(tag, bs4.Tag) or tag.name in _NOT_TEXT or not str(string).strip():
-            continue
-        while isinstance(tag, bs4.Tag) and tag is not root:
-            text = pages.clean(tag.get_text(" "))
-            if len(text) > MAX_PRICE_CHARS:
-                break
-            if _is_price(text) or (_is_quote_request(text) and not _is_control(tag)):
-                if not any(tag is f for f in found):
-                    found.append(tag)
-                break
-            tag = tag.parent
-    # a holder that holds another (a price line inside a price block) gives way to the inner one
-    return [tag for tag in found if not any(other is not tag and _inside(other, tag) for other in found)]
+    """The price lines of the page: one short price with a time unit, or a request for a quote
+    ("RFQ", "Contact sales") standing where a price would (links and buttons are actions)."""
+    return pages.price_lines(
+        root, lambda tag, text: _is_price(text) or (_is_quote_request(text) and not _is_control(tag))
+    )
 
 
 def _is_price(text: str) -> bool:
@@ -128,23 +114,13 @@ def _is_quote_request(text: str) -> bool:
     return bool(_QUOTE_ONLY.fullmatch(text)) or (pages.is_contact(text) and pages.parse_money(text) is None)
 
 
-def card_of(holder: bs4.Tag, holders: Sequence[bs4.Tag], root: bs4.Tag) -> bs4.Tag:
-    """The largest block around `holder` that holds no other price holder."""
-    card = holder
-    while isinstance(card.parent, bs4.Tag) and card.parent is not root:
-        if any(other is not holder and _inside(other, card.parent) for other in holders):
-            break
-        card = card.parent
-    return card
-
-
 def heading_of(card: bs4.Tag) -> str:
     """The GPU the card is about, marks dropped: its heading element when that names an NVIDIA or
     AMD GPU, else its first short line that does and is not a node line ("8x NVIDIA ..."), as
     Webflow cards style a `<div>` as their title. "" when the card names no GPU."""
     candidates = [t.get_text(" ") for t in card.find_all(["h1", "h2", "h3", "h4", "h5", "h6"])]
     candidates += [t.get_text(" ") for t in card.find_all(None, attrs={"role": "heading"})]
-    candidates += _strings(card)
+    candidates += pages.visible_strings(card)
     for raw in candidates:
         text = " ".join(_MARKS.sub(" ", pages.clean(raw)).split())
         if _GPU_HEADING.search(text) and len(text) <= MAX_PRICE_CHARS and not _COUNT.match(text):
@@ -155,7 +131,7 @@ def heading_of(card: bs4.Tag) -> str:
 def card_text(card: bs4.Tag) -> str:
     """A card's text without footnotes (lines starting "*"): a footnote speaks for the page, and a
     card that grew around it (a page of one card) must not read it as its own."""
-    strings = _strings(card)
+    strings = pages.visible_strings(card)
     return pages.clean(" ".join(s for s in strings if not s.strip().startswith("*")))
 
 
@@ -183,7 +159,7 @@ def footnote_basis(root: bs4.Tag) -> pages.Stated | None:
     """The basis the page's asterisk footnote states ("*Prices per GPU ..."), if it states one."""
     for string in root.find_all(string=True):
         raw = str(string).strip()
-        if not raw.startswith("*") or string.parent is None or string.parent.name in _NOT_TEXT:
+        if not raw.startswith("*") or string.parent is None or string.parent.name in ("script", "style"):
             continue
         text = pages.clean(raw)
         if _PER_GPU.search(text):
@@ -201,7 +177,7 @@ def gpu_offers(root: bs4.Tag, counts: dict[str, int]) -> Iterator[Offer]:
     basis_errors: list[LayoutChanged] = []
     gpu_cards = priced = 0
     for holder in holders:
-        card = card_of(holder, holders, root)
+        card = pages.card_around(holder, holders, root)
         heading = heading_of(card)
         if not heading:
             counts["not_a_gpu_instance"] = counts.get("not_a_gpu_instance", 0) + 1
@@ -305,14 +281,3 @@ def _offer(
         scope=SCOPE,
         problem=problem,
     )
-
-
-def _strings(tag: bs4.Tag) -> list[str]:
-    """The visible texts under `tag`, in document order."""
-    return [
-        str(s) for s in tag.find_all(string=True) if s.parent is not None and s.parent.name not in _NOT_TEXT
-    ]
-
-
-def _inside(tag: bs4.Tag, container: bs4.Tag) -> bool:
-    return any(parent is container for parent in tag.parents)

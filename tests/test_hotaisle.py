@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from connectors import hotaisle
-from connectors.base import LayoutChanged, Offer, RawResponse, exclusions
+from connectors import hotaisle, pages
+from connectors.base import LayoutChanged, Offer, RawResponse, Unchanged, exclusions
 from connectors.http import make_client
 from warehouse.hardware import HardwareCatalog
 from warehouse.pipeline import collect
@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 REPLAY = REPO / "tests" / "replay"
 VM_URL = f"{hotaisle.API_URL}/teams/t/virtual_machines/available/"
 BM_URL = f"{hotaisle.API_URL}/teams/t/bare_metal/available/"
+PAGE = REPO / "tests" / "fixtures" / "hotaisle" / "pricing__2026-12-02.html"
 CREDS = {hotaisle.API_KEY: "k-123", hotaisle.TEAM: "my-team"}
 GIB = 1024**3
 
@@ -226,19 +227,165 @@ def test_the_key_is_a_token_header_and_the_team_is_redacted_from_the_url() -> No
     assert all("my-team" not in r.url and "k-123" not in r.url for r in responses)
 
 
-def test_without_key_and_team_the_provider_is_skipped_not_fetched() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        raise AssertionError("a request without credentials must not be sent")
+def test_without_key_and_team_only_the_pricing_page_is_read() -> None:
+    seen: list[str] = []
 
-    with make_client(transport=httpx.MockTransport(handler)) as client:
-        batch = collect(hotaisle, client, {hotaisle.API_KEY: "k"})
-    assert batch.status == "skipped"
-    assert batch.error is not None and "HOTAISLE_TEAM_HANDLE" in batch.error
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(200, content=PAGE.read_bytes(), headers={"content-type": "text/html"})
+
+    for creds in ({}, {hotaisle.API_KEY: "k"}, {hotaisle.TEAM: "t"}):  # the API needs both
+        with make_client(transport=httpx.MockTransport(handler)) as client:
+            batch = collect(hotaisle, client, creds)
+        assert (batch.status, batch.error) == ("fetched", None)
+    assert seen == [hotaisle.PAGE_URL] * 3
 
 
 def test_module_contract() -> None:
     assert hotaisle.name == "hotaisle"
-    assert hotaisle.requires == ("HOTAISLE_API_KEY", "HOTAISLE_TEAM_HANDLE")
+    assert hotaisle.requires == ()
+    assert hotaisle.optional == ("HOTAISLE_API_KEY", "HOTAISLE_TEAM_HANDLE")
+
+
+# --- the pricing page (our fixture: no capture of the page exists) ---------------------------------
+
+
+def page(body: bytes | str, status: int = 200) -> RawResponse:
+    return RawResponse(
+        url=hotaisle.PAGE_URL,
+        method="GET",
+        status=status,
+        fetched_at=datetime(2026, 12, 2, tzinfo=UTC),
+        content_type="text/html; charset=utf-8",
+        body=body.encode() if isinstance(body, str) else body,
+    )
+
+
+def plan(kicker: str, heading: str, counts: str, price: str, extra: str = "") -> str:
+    return (
+        f'<div class="card"><p class="uppercase">{kicker}</p><h2>{heading}</h2>'
+        f'<p><span>{counts}</span><span class="font-bold">MI300x</span></p>'
+        f'<p class="price">{price}</p>{extra}</div>'
+    )
+
+
+def plans(*cards: str) -> str:
+    return f"<html><body><main><section>{''.join(cards)}</section></main></body></html>"
+
+
+def test_page_fixture_plan_cards_per_gpu_rate_times_count() -> None:
+    items = list(hotaisle.parse([page(PAGE.read_bytes())]))
+    found = {o.instance_type: o for o in items if isinstance(o, Offer)}
+    assert sorted(found) == ["vm 1x MI300X", "vm 2x MI300X", "vm 4x MI300X"]
+    small = found["vm 1x MI300X"]
+    assert (small.price_per_hour, small.currency, small.gpu_count, small.gpu_name_raw) == (
+        2.99,
+        "USD",
+        1.0,
+        "MI300X",
+    )
+    assert (small.provider_data["plan"], small.provider_data["price_basis"]) == ("Small", "USD per GPU-hour")
+    # the Medium card sells 2 and 4 GPUs at one per-GPU rate
+    assert (found["vm 2x MI300X"].price_per_hour, found["vm 4x MI300X"].price_per_hour) == (5.9, 11.8)
+    # the hero says "billed by the minute": the page states the billing unit
+    assert {o.billing_unit for o in found.values()} == {"minute"}
+    assert {o.scope for o in found.values()} == {"on_demand:virtual_machines"}
+    assert all(o.problem is None and o.available is None for o in found.values())
+    # hero lookalikes (2), the one-month-minimum bare metal, the grandfathered rate
+    assert exclusions(items) == {"not_a_plan_card": 2, "monthly_minimum": 1, "existing_customers_only": 1}
+
+
+def test_page_offers_map_with_their_interconnect() -> None:
+    catalog = HardwareCatalog.load()
+    one = catalog.resolve("hotaisle", "vm 1x MI300X", "MI300X", None)
+    four = catalog.resolve("hotaisle", "vm 4x MI300X", "MI300X", None)
+    assert one is not None and (one.gpu_name, one.vram_gb, one.intra_node_interconnect) == (
+        "MI300X",
+        192,
+        "none",
+    )
+    assert four is not None and four.gpu_name == "MI300X"
+
+
+def test_a_price_without_its_basis_is_refused() -> None:
+    with pytest.raises(LayoutChanged, match="price basis"):
+        list(hotaisle.parse([page(plans(plan("VM", "Small", "1x", "$2.99/hr")))]))
+
+
+def test_one_card_without_a_basis_is_that_cards_problem() -> None:
+    body = plans(plan("VM", "Small", "1x", "$2.99/hr"), plan("VM", "Medium", "2x", "$2.95/GPU/hr"))
+    found = {o.instance_type: o for o in hotaisle.parse([page(body)]) if isinstance(o, Offer)}
+    assert found["vm 2x MI300X"].problem is None
+    assert found["vm 1x MI300X"].problem is not None and math.isnan(found["vm 1x MI300X"].price_per_hour)
+
+
+def test_a_zero_rate_is_a_wrong_row() -> None:
+    (offer,) = [
+        o
+        for o in hotaisle.parse([page(plans(plan("VM", "Small", "1x", "$0.00/GPU/hr")))])
+        if isinstance(o, Offer)
+    ]
+    assert offer.problem == "price '$0.00/GPU/hr' is not a positive number"
+
+
+def test_bare_metal_without_a_minimum_is_an_offer_and_no_billing_unit_unless_stated() -> None:
+    (offer,) = [
+        o
+        for o in hotaisle.parse([page(plans(plan("Bare metal", "Large", "8x", "$3.39/GPU/hr")))])
+        if isinstance(o, Offer)
+    ]
+    assert (offer.instance_type, offer.price_per_hour, offer.scope) == (
+        "bm 8x MI300X",
+        27.12,
+        "on_demand:bare_metal",
+    )
+    assert offer.billing_unit is None
+
+
+def test_a_repeated_card_is_counted_once() -> None:
+    card = plan("VM", "Small", "1x", "$2.99/GPU/hr")
+    items = list(hotaisle.parse([page(plans(card, card))]))
+    assert [o.instance_type for o in items if isinstance(o, Offer)] == ["vm 1x MI300X"]
+    assert exclusions(items) == {"repeated_card": 1}
+
+
+def test_a_page_without_plan_cards_is_a_layout_change() -> None:
+    hero = "<div><p>Virtual machines</p><p>$2.99/GPU/hr</p></div>"
+    with pytest.raises(LayoutChanged, match="no plan card"):
+        list(hotaisle.parse([page(plans(hero))]))
+
+
+def test_page_helpers() -> None:
+    doc = pages.soup(plans(plan("VM", "Medium", "2x &amp; 4x", "$2.95/GPU/hr")))
+    card = doc.find("div")
+    assert card is not None
+    assert hotaisle.plan_shape(card) == ([2, 4], "MI300X")
+    assert hotaisle.plan_kind(card) == "virtual_machines"
+    assert hotaisle.plan_shape(pages.soup("<div><p>8x bare metal</p></div>")) is None
+
+
+def test_page_replay_is_the_keyless_path() -> None:
+    with make_client(replay=REPLAY) as client:
+        responses = list(hotaisle.fetch(client, {}))
+    assert [r.url for r in responses] == ["https://hotaisle.xyz/pricing"]
+    assert len([o for o in hotaisle.parse(responses) if isinstance(o, Offer)]) == 3
+
+
+def test_page_not_modified_keeps_both_scopes_current() -> None:
+    items = list(hotaisle.parse([page(b"", status=304)]))
+    assert [i.scope for i in items if isinstance(i, Unchanged)] == [
+        {"scope": "on_demand:virtual_machines"},
+        {"scope": "on_demand:bare_metal"},
+    ]
+
+
+@pytest.mark.network
+def test_live_pricing_page_parses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.undo()  # lift the offline guard: this test exists to reach hotaisle.xyz
+    with make_client() as client:
+        responses = list(hotaisle.fetch(client, {}))
+    found = [o for o in hotaisle.parse(responses) if isinstance(o, Offer)]
+    assert found and all(o.problem is None and o.gpu_name_raw == "MI300X" for o in found)
 
 
 @pytest.mark.network
@@ -246,7 +393,7 @@ def test_live_availability_parses(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     monkeypatch.undo()  # lift the offline guard: this test exists to reach admin.hotaisle.app
-    creds = {k: os.environ.get(k, "") for k in hotaisle.requires}
+    creds = {k: os.environ.get(k, "") for k in hotaisle.optional}
     if not all(creds.values()):
         pytest.skip("set HOTAISLE_API_KEY and HOTAISLE_TEAM_HANDLE: the lists are per team")
     with make_client(secrets=list(creds.values())) as client:
