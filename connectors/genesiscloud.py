@@ -123,7 +123,7 @@ def heading_of(card: bs4.Tag) -> str:
     candidates += pages.visible_strings(card)
     for raw in candidates:
         text = " ".join(_MARKS.sub(" ", pages.clean(raw)).split())
-        if _GPU_HEADING.search(text) and len(text) <= MAX_PRICE_CHARS and not _COUNT.match(text):
+        if _GPU_HEADING.search(text) and len(text) <= MAX_PRICE_CHARS and not _COUNT.search(text):
             return text
     return ""
 

@@ -213,6 +213,10 @@ def test_helpers() -> None:
     assert genesiscloud.node_of("8 x NVIDIA HGX B200 (180 GB)") == (8, 180.0)
     assert genesiscloud.node_of("4x NVIDIA L40S") == (4, None)
     assert genesiscloud.node_of("NVIDIA L40S 48 GB") == (None, None)
+    # a node line is never the title, wherever it stands in the card
+    node_first = pages.soup("<div><p>- 8x NVIDIA H100 GPU 80 GB</p><div>NVIDIA HGX&trade; H100</div></div>")
+    assert genesiscloud.heading_of(node_first) == "NVIDIA HGX H100"
+    assert genesiscloud.heading_of(pages.soup("<div><p>Block storage</p></div>")) == ""
     doc = pages.soup(html(card("NVIDIA HGX H100", "$ 2.19/h")))
     assert [pages.clean(t.get_text(" ")) for t in genesiscloud.price_holders(doc)] == ["$ 2.19/h"]
     assert genesiscloud.footnote_basis(doc) == pages.Stated(
