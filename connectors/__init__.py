@@ -19,6 +19,8 @@ from connectors import (
     ecb,
     fluidstack,
     gcp,
+    genesiscloud,
+    hotaisle,
     hyperstack,
     jarvislabs,
     lambdalabs,
@@ -75,6 +77,8 @@ CONNECTORS: dict[str, Connector] = {
         thundercompute,
         latitude,
         denvr,
+        genesiscloud,
+        hotaisle,
     )
 }
 

@@ -57,6 +57,7 @@ __all__ = [
     "Row",
     "Stated",
     "Table",
+    "card_around",
     "cards",
     "cell_marks",
     "check_complete",
@@ -81,6 +82,7 @@ __all__ = [
     "parse_gpu_label",
     "parse_money",
     "parse_vcpus",
+    "price_lines",
     "price_unit",
     "quote",
     "read_pages",
@@ -88,6 +90,7 @@ __all__ = [
     "soup",
     "tables",
     "unchanged",
+    "visible_strings",
 ]
 
 HTML_ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"
@@ -785,6 +788,54 @@ def cards(root: bs4.Tag, *, label: str, where: str) -> list[bs4.Tag]:
     if not found:
         raise LayoutChanged(f"no card with the text `{label}` found in {where}; has the page layout changed?")
     return found
+
+
+_NOT_TEXT = frozenset({"script", "style", "template", "head", "title", "noscript"})
+
+
+def price_lines(
+    root: bs4.Tag, accept: Callable[[bs4.Tag, str], bool], *, max_chars: int = 60
+) -> list[bs4.Tag]:
+    """The innermost short elements whose whole text `accept(tag, text)` takes for a price line
+    (a price split over spans, "$ / 2.19 / /h", is read as one line by their common parent).
+
+    For pages that print one price per card with no column label to look for: each line's card
+    is then `card_around(line, lines, root)`. A line longer than `max_chars` is a paragraph that
+    mentions a price, not a price line.
+    """
+    found: list[bs4.Tag] = []
+    for string in root.find_all(string=True):
+        tag = string.parent
+        if not isinstance(tag, bs4.Tag) or tag.name in _NOT_TEXT or not str(string).strip():
+            continue
+        while isinstance(tag, bs4.Tag) and tag is not root:
+            text = clean(tag.get_text(" "))
+            if len(text) > max_chars:
+                break
+            if accept(tag, text):
+                if not any(tag is f for f in found):
+                    found.append(tag)
+                break
+            tag = tag.parent
+    # a line that holds another (a price line inside a price block) gives way to the inner one
+    return [tag for tag in found if not any(other is not tag and _is_inside(other, tag) for other in found)]
+
+
+def card_around(line: bs4.Tag, lines: Sequence[bs4.Tag], root: bs4.Tag) -> bs4.Tag:
+    """The largest block around one of `lines` (see `price_lines`) that holds no other of them."""
+    card = line
+    while isinstance(card.parent, bs4.Tag) and card.parent is not root:
+        if any(other is not line and _is_inside(other, card.parent) for other in lines):
+            break
+        card = card.parent
+    return card
+
+
+def visible_strings(tag: bs4.Tag) -> list[str]:
+    """The texts a reader sees under `tag` (no script or style), in document order."""
+    return [
+        str(s) for s in tag.find_all(string=True) if s.parent is not None and s.parent.name not in _NOT_TEXT
+    ]
 
 
 def _is_inside(tag: bs4.Tag, container: bs4.Tag) -> bool:
