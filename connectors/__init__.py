@@ -23,6 +23,7 @@ from connectors import (
     lambdalabs,
     linode,
     lium,
+    massedcompute,
     nebius,
     oci,
     ovhcloud,
@@ -32,6 +33,7 @@ from connectors import (
     tensordock,
     vast,
     verda,
+    voltagepark,
     vultr,
 )
 from connectors.base import Connector
@@ -65,6 +67,8 @@ CONNECTORS: dict[str, Connector] = {
         tensordock,
         crusoe,
         jarvislabs,
+        voltagepark,
+        massedcompute,
     )
 }
 
