@@ -20,8 +20,9 @@ Products are named `gpu_<n>x_<model>` (the API's own deploy example is `gpu_1x_l
 seen in Massed Compute's public benchmark write-ups, 2026-07 to 2026-09: `gpu_1x_l40s`,
 `gpu_1x_a6000`, `gpu_2x_a6000`, `gpu_1x_a100`, `gpu_1x_A100_SXM4`, `gpu_1x_DGX_A100`,
 `gpu_1x_h100`, `gpu_1x_pro_6000_blackwell`). The GPU count and model come from that name; the
-model token (`l40s`, `pro_6000_blackwell`, ...) is `gpu_name_raw`, mapped by massedcompute-scoped
-aliases. The GPU's memory is not a field (the description may say it; it is kept).
+model token (`l40s`, `pro_6000_blackwell`, ...) is `gpu_name_raw`, mapped by the aliases. The GPU's
+memory is not a field: when the description states it ("1x A100 80GB"), that figure is
+`gpu_memory_gb_raw` (it tells an 80 GB A100 from a 40 GB one); otherwise it is None.
 
 What becomes an offer: one per product, `pricing_type="on_demand"`, `price_source="list"`, USD
 per instance-hour = `price_cents_per_hour` / 100, covering the whole VM (GPUs, vCPUs, RAM and its
@@ -56,6 +57,7 @@ requires: tuple[str, ...] = (CREDENTIAL,)
 API_URL = "https://vm.massedcompute.com/api/v1/gpu-inventory"
 SCOPE = "on_demand:gpu-inventory"
 _PRODUCT = re.compile(r"^gpu_(\d+)x_(.+)$", re.IGNORECASE)
+_MEMORY = re.compile(r"(\d+(?:\.\d+)?)\s*GB\b", re.IGNORECASE)
 
 
 def fetch(
@@ -116,7 +118,9 @@ def product_offer(product: str, entry: Any, url: str = API_URL) -> Offer | None:
     specs = child(instance, "specs")
     capacity = number(entry.get("capacity_available"))
     regions = entry.get("regions_with_capacity_available")
-    region_names = [r.get("name") for r in regions if isinstance(r, dict)] if isinstance(regions, list) else None
+    region_names = (
+        [r.get("name") for r in regions if isinstance(r, dict)] if isinstance(regions, list) else None
+    )
     return Offer(
         provider=name,
         instance_type=name_of,
@@ -127,6 +131,7 @@ def product_offer(product: str, entry: Any, url: str = API_URL) -> Offer | None:
         currency="USD",
         gpu_name_raw=model,
         gpu_count=float(count),
+        gpu_memory_gb_raw=_stated_gb(instance.get("description")),
         vcpus=number(specs.get("vcpu_count")),
         ram_gb=_gib_to_gb(number(specs.get("memory_gib"))),
         billing_unit="minute",
@@ -142,6 +147,12 @@ def product_offer(product: str, entry: Any, url: str = API_URL) -> Offer | None:
         scope=SCOPE,
         problem=problem,
     )
+
+
+def _stated_gb(description: object) -> float | None:
+    """The per-GPU memory a product description states ("1x L40S 48GB" -> 48.0), else None."""
+    match = _MEMORY.search(description) if isinstance(description, str) else None
+    return float(match.group(1)) if match else None
 
 
 def _gib_to_gb(gib: float | None) -> float | None:

@@ -33,7 +33,8 @@ No spot, preemptible or reserved price is published (long-term capacity is conta
 
 Quirks handled:
 - A `null` fabric price means that fabric is not sold there: `Excluded("no_<fabric>_price")`; a
-  price that is not a positive number is a wrong row (`problem`), never "not offered".
+  price that is not a positive number, or an ethernet / infiniband price key missing from a row
+  that has other prices, is a wrong row (`problem`), never "not offered".
 - A page that says more rows exist (`has_next`, or `total_result_count` above the rows held)
   raises `LayoutChanged`: the endpoint has started paging and a partial catalog must not load.
 - No `results` list, a row without `specs_per_node.gpu_model`, no fabric price in any row, or a
@@ -68,6 +69,8 @@ BARE_METAL_URL = f"{API_ROOT}/bare-metal/locations"
 PRESETS_URL = f"{API_ROOT}/instant-deploy-presets/"
 PRICE_PREFIX = "gpu_price_"
 COUNT_PREFIX = "gpu_count_"
+# the fabrics every location has priced so far; a row lacking one of these keys is a wrong row
+FABRICS = ("ethernet", "infiniband")
 SCOPES = {"bare_metal": "on_demand:bare-metal", "vm": "on_demand:vm"}
 
 
@@ -115,10 +118,13 @@ def bare_metal_offers(payload: Any, counts: dict[str, int], url: str = BARE_META
         if not isinstance(model, str) or not model.strip():
             raise LayoutChanged(f"{url}: a location without `specs_per_node.gpu_model`: {row!r}")
         node_gpus = number(specs.get("gpu_count"))
-        fabrics = sorted(k.removeprefix(PRICE_PREFIX) for k in row if k.startswith(PRICE_PREFIX))
-        for fabric in fabrics:
-            raw = row[PRICE_PREFIX + fabric]
-            if raw is None:
+        found = {k.removeprefix(PRICE_PREFIX) for k in row if k.startswith(PRICE_PREFIX)}
+        if not found:
+            continue
+        for fabric in sorted(found | set(FABRICS)):
+            key = PRICE_PREFIX + fabric
+            raw = row.get(key)
+            if key in row and raw is None:
                 counts[f"no_{fabric}_price"] = counts.get(f"no_{fabric}_price", 0) + 1
                 continue
             priced += 1
@@ -173,7 +179,9 @@ def _node_offer(
 
 def preset_offers(payload: Any, counts: dict[str, int], url: str = PRESETS_URL) -> Iterator[Offer]:
     """One offer per VM preset with exactly one GPU model, at its per-instance compute rate."""
-    presets = required_list(payload, "presets", where=url, answer="the instant-deploy presets", bare_list=True)
+    presets = required_list(
+        payload, "presets", where=url, answer="the instant-deploy presets", bare_list=True
+    )
     for preset in presets:
         resources = child(preset, "resources") if isinstance(preset, dict) else {}
         gpus = child(resources, "gpus")
