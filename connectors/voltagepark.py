@@ -32,6 +32,8 @@ What becomes an offer:
 No spot, preemptible or reserved price is published (long-term capacity is contact-only).
 
 Quirks handled:
+- The presets endpoint answering 404 or 410 (removed) yields a `Degraded` beside the bare-metal
+  offers: the run is degraded and the VM scope keeps its last good prices.
 - A `null` fabric price means that fabric is not sold there: `Excluded("no_<fabric>_price")`; a
   price that is not a positive number, or an ethernet / infiniband price key missing from a row
   that has other prices, is a wrong row (`problem`), never "not offered".
@@ -49,6 +51,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from connectors.base import (
+    Degraded,
     Excluded,
     LayoutChanged,
     Offer,
@@ -71,6 +74,7 @@ PRICE_PREFIX = "gpu_price_"
 COUNT_PREFIX = "gpu_count_"
 # the fabrics every location has priced so far; a row lacking one of these keys is a wrong row
 FABRICS = ("ethernet", "infiniband")
+GONE = (404, 410)
 SCOPES = {"bare_metal": "on_demand:bare-metal", "vm": "on_demand:vm"}
 
 
@@ -79,13 +83,21 @@ def fetch(
     creds: Mapping[str, str],
     previous: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Iterator[RawResponse]:
-    for url in (BARE_METAL_URL, PRESETS_URL):
-        yield client.fetch("GET", url, headers={"Accept": "application/json"})
+    yield client.fetch("GET", BARE_METAL_URL, headers={"Accept": "application/json"})
+    # the presets endpoint is deprecated: its removal (404/410) is an answer, not a failed run
+    yield client.fetch("GET", PRESETS_URL, headers={"Accept": "application/json"}, ok_statuses=GONE)
 
 
-def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Excluded]:
+def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Excluded | Degraded]:
     counts: dict[str, int] = {}
     for response in responses:
+        if response.status in GONE:
+            yield Degraded(
+                f"{response.url} answered HTTP {response.status}: the deprecated instant-deploy presets "
+                "endpoint is gone, so VM presets keep their last good prices",
+                "read VM prices from /virtual-machines/instant/locations instead (a connector change)",
+            )
+            continue
         payload = response.json()
         if "bare-metal" in response.url:
             yield from bare_metal_offers(payload, counts, response.url)

@@ -10,10 +10,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from connectors import voltagepark
-from connectors.base import LayoutChanged, Offer, RawResponse, exclusions
+from connectors.base import Degraded, LayoutChanged, Offer, RawResponse, exclusions
 from connectors.http import make_client
 from warehouse.hardware import HardwareCatalog
 
@@ -195,3 +196,29 @@ def test_a_known_fabric_key_missing_from_a_priced_row_is_flagged() -> None:
     flagged = offers[("8x h100-sxm5-80gb bare-metal infiniband", "loc-1")]
     assert math.isnan(flagged.price_per_hour) and "gpu_price_infiniband missing" in (flagged.problem or "")
     assert offers[("8x h100-sxm5-80gb bare-metal ethernet", "loc-1")].problem is None
+
+
+def test_a_removed_presets_endpoint_degrades_and_keeps_bare_metal() -> None:
+    gone = RawResponse(
+        url=voltagepark.PRESETS_URL, method="GET", status=404, fetched_at=datetime(2026, 12, 2, tzinfo=UTC)
+    )
+    bare = answer(
+        voltagepark.BARE_METAL_URL, (FIXTURES / "bare-metal-locations__2026-12-02.json").read_bytes()
+    )
+    items = list(voltagepark.parse([bare, gone]))
+    (degraded,) = [i for i in items if isinstance(i, Degraded)]
+    assert "HTTP 404" in degraded.reason and "virtual-machines/instant/locations" in degraded.hint
+    assert {o.scope for o in items if isinstance(o, Offer)} == {"on_demand:bare-metal"}
+
+
+def test_fetch_accepts_a_404_for_presets_only() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if "instant-deploy-presets" in str(request.url):
+            return httpx.Response(404, json={"detail": "Not found."})
+        return httpx.Response(
+            200, json=locations(node(gpu_price_ethernet="1.99", gpu_price_infiniband="2.49"))
+        )
+
+    with make_client(transport=httpx.MockTransport(handler)) as client:
+        statuses = [r.status for r in voltagepark.fetch(client, {})]
+    assert statuses == [200, 404]
