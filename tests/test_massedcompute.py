@@ -185,3 +185,14 @@ def test_live_inventory_has_gpu_products() -> None:
         responses = list(massedcompute.fetch(client, {"MASSEDCOMPUTE_API_KEY": key}))
     offers = [o for o in massedcompute.parse(responses) if isinstance(o, Offer)]
     assert offers and all(o.gpu_count >= 1 for o in offers)
+
+
+@pytest.mark.parametrize(
+    ("description", "gb"),
+    [("1x RTX PRO 6000 Blackwell 96GB", 96.0), ("2x L40S 48 GB", 48.0), ("1x H100", None), (None, None)],
+)
+def test_the_description_states_the_memory_per_gpu_or_nothing(description: object, gb: float | None) -> None:
+    entry = product("gpu_1x_l40s")
+    entry["gpu_1x_l40s"]["instance_type"]["description"] = description
+    (offer,) = offers_of(list(massedcompute.parse([answer({"gpu_inventory": entry})]))).values()
+    assert offer.gpu_memory_gb_raw == gb

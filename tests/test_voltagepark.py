@@ -222,3 +222,10 @@ def test_fetch_accepts_a_404_for_presets_only() -> None:
     with make_client(transport=httpx.MockTransport(handler)) as client:
         statuses = [r.status for r in voltagepark.fetch(client, {})]
     assert statuses == [200, 404]
+
+
+def test_location_rows_returns_every_row_of_a_complete_page() -> None:
+    rows = [node(gpu_price_ethernet="1.99"), node(gpu_price_ethernet="2.09")]
+    assert voltagepark.location_rows(locations(*rows)) == rows
+    # an answer without the count (or with has_next false) is one whole page
+    assert voltagepark.location_rows({"results": rows}) == rows
