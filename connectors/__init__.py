@@ -27,6 +27,7 @@ from connectors import (
     latitude,
     linode,
     lium,
+    massedcompute,
     nebius,
     oci,
     ovhcloud,
@@ -39,6 +40,7 @@ from connectors import (
     thundercompute,
     vast,
     verda,
+    voltagepark,
     vultr,
 )
 from connectors.base import Connector
@@ -79,6 +81,8 @@ CONNECTORS: dict[str, Connector] = {
         denvr,
         genesiscloud,
         hotaisle,
+        voltagepark,
+        massedcompute,
     )
 }
 
