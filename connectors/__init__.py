@@ -21,8 +21,10 @@ from connectors import (
     hyperstack,
     jarvislabs,
     lambdalabs,
+    lightning,
     linode,
     lium,
+    modal,
     nebius,
     oci,
     ovhcloud,
@@ -65,6 +67,8 @@ CONNECTORS: dict[str, Connector] = {
         tensordock,
         crusoe,
         jarvislabs,
+        modal,
+        lightning,
     )
 }
 
