@@ -108,7 +108,8 @@ def region_of(url: str) -> str:
 
 def machine_offers(machine: Mapping[str, Any], region: str, counts: dict[str, int]) -> Iterator[Offer]:
     """The on-demand and interruptible offer of one catalog machine (USD per instance-hour)."""
-    resources = machine.get("resources") if isinstance(machine.get("resources"), Mapping) else {}
+    stated = machine.get("resources")
+    resources: Mapping[str, Any] = stated if isinstance(stated, Mapping) else {}
     gpus = _number(resources.get("gpu"))
     if str(machine.get("acceleratorType", "GPU")).upper() != "GPU" or not gpus:
         _count(counts, "not_a_gpu")
