@@ -28,6 +28,10 @@ from connectors import (
     linode,
     lium,
     massedcompute,
+    lightning,
+    linode,
+    lium,
+    modal,
     nebius,
     oci,
     ovhcloud,
@@ -83,6 +87,8 @@ CONNECTORS: dict[str, Connector] = {
         hotaisle,
         voltagepark,
         massedcompute,
+        modal,
+        lightning,
     )
 }
 
