@@ -18,6 +18,7 @@ from connectors import (
     ecb,
     fluidstack,
     gcp,
+    hetzner,
     hyperstack,
     jarvislabs,
     lambdalabs,
@@ -65,6 +66,7 @@ CONNECTORS: dict[str, Connector] = {
         tensordock,
         crusoe,
         jarvislabs,
+        hetzner,
     )
 }
 

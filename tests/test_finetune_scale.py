@@ -363,7 +363,7 @@ def test_cost_frame_equals_the_pure_functions_on_edge_cases() -> None:
         st.integers(min_value=0, max_value=36000).map(lambda n: n / 3600),  # float noise: 0.1 h · 3600
         st.integers(min_value=0, max_value=600).map(lambda n: n / 60),
     ),
-    granularity=st.sampled_from(["second", "minute", "hour"]),
+    granularity=st.sampled_from(["second", "minute", "hour", "month"]),
     minimum_seconds=st.sampled_from([None, 0, 60, 300, 3600]),
     rate=st.one_of(st.none(), st.floats(min_value=0, max_value=3, allow_nan=False)),
 )
@@ -381,7 +381,7 @@ def test_vectorised_billing_equals_finetune_cost(
         with t as (
             select ?::double as h, ?::double as r, ?::double as minimum_billed_hours, ? as billing_granularity
         ), u as (
-            select *, {ft._UNITS_PER_HOUR} as units_per_hour,
+            select *, {ft._UNITS_PER_HOUR} as units_per_hour, {ft._HOURS_PER_UNIT} as hours_per_unit,
                 case when r is null then h when r * {loss!r} < 1 then h / (1 - r * {loss!r}) end as w
             from t
         )
