@@ -20,9 +20,9 @@ Billing, in Hetzner's own words (docs.hetzner.com, "Cancellations on Robot", 202
 dedicated servers can be cancelled immediately, "Our billing is exact to the hour. You will never
 pay more than the monthly price." So an offer's price is the feed's hourly rate
 (`prices.hourly.EUR`, per server, `billing_unit="hour"`), the monthly price is the cap
-(`provider_data["monthly_price"]`), and the one-time set-up fee (`prices.setup.EUR`) is
-`Offer.setup_fee`. The bill (finetune.cost) bills hours at the hourly rate: a run past the cap
-(monthly / hourly ≈ 624 h in a month) is overstated, never understated.
+(`provider_data["price_monthly"]`, flagged `price_monthly_is_cap`), and the one-time set-up fee
+(`prices.setup.EUR`) is `Offer.setup_fee`. The bill (finetune.cost) bills hours at the hourly
+rate: a run past the cap (monthly / hourly ≈ 624 h in a month) is overstated, never understated.
 
 Unverified (no archived feed body showed them): the `hourly` and `setup` key names beside the
 verified `monthly`. A product without one is a wrong row (`problem`: the key is missing, price
@@ -214,8 +214,10 @@ def plan_offers(plan: Plan, product: Mapping[str, Any]) -> Iterator[Offer]:
             available=location.get("active") is not False,
             provider_data={
                 "product_key": plan.product_key,
-                # the cap: Hetzner never bills more than this in a month (net of VAT)
-                "monthly_price": monthly if math.isfinite(monthly) else None,
+                # the cap: Hetzner never bills more than this in a month (net of VAT); the key
+                # linode and digitalocean use for their monthly price, flagged as a cap
+                "price_monthly": monthly if math.isfinite(monthly) else None,
+                "price_monthly_is_cap": True,
                 "country": location.get("countryCode"),
                 "vat": "excluded",
             },
