@@ -13,8 +13,11 @@ the same offer translation (`finetune.offer`), the same placement and time, the 
   stated nodes (`place_at`), with `sharding` when given. A job that does not fit has no cost.
 
 The ranking is by the whole bill (`total_usd`, finetune.cost.itemized_bill): compute, spot rework,
-set-up, storage, checkpoint writes, egress, ingress and idle time under each provider's facts
-(core.provider_storage). An offer whose provider leaves a fact unpublished is ranked by its known
+set-up, storage, checkpoint writes, egress, ingress, idle time and one-time fees under each
+provider's facts (core.provider_storage) and billing rule. So a month-billed offer ranks by what
+the experiment really pays on it (a 5-hour job: a whole month, and its set-up fee), never by its
+hourly equivalent; a serverless offer pays no idle time; each row says its rule in
+`billing_rule` (answers.billing). An offer whose provider leaves a fact unpublished is ranked by its known
 items, and says which are unknown (`bill_unknown_items`) and which facts are missing
 (`bill_missing_facts`); the frontier folds by hours and total. Stated hardware has no provider,
 so only its compute and spot rework are known.
@@ -36,6 +39,7 @@ import duckdb
 import polars as pl
 
 from answers import AnswerError
+from answers.billing import billing_rule
 from answers.prices import OFFER_KEY, OfferFilters, check_filters, current_offers, frontier
 from finetune import FinetuneJob, ModelSpec, Sharding, memory_per_gpu, trainable_params
 from finetune.cost import BILL_TOTAL_COLUMNS
@@ -76,6 +80,17 @@ DETAIL_COLUMNS = (
     "price_age_hours",
     "interruption_rate_min",
     "interruption_rate_max",
+    # answers.billing: how the offer bills beyond its hourly figure ("" for plain metered billing)
+    "billing_rule",
+)
+# what billing_rule reads of answers.prices.current_offers
+_RULE_COLUMNS = (
+    "billing_granularity",
+    "serverless",
+    "currency",
+    "published_price_per_hour",
+    "setup_fee",
+    "monthly_price_cap",
 )
 RANK_ORDER = ["total_usd", "estimated_hours", "provider", "instance_type"]
 # a stated node's default network: 8 × 400 Gb/s, the InfiniBand NDR / EFA v2 of an 8-GPU node
@@ -139,7 +154,10 @@ def rank_offers(
     """The job on every current offer passing `filters`; AnswerError when none can be priced."""
     offers = read_offers(con)
     check_filters(con, filters)
-    details = current_offers(con, filters, now).select([*OFFER_KEY, *DETAIL_COLUMNS])
+    current = current_offers(con, filters, now)
+    rules = [billing_rule(r) for r in current.select(_RULE_COLUMNS).iter_rows(named=True)]
+    current = current.with_columns(pl.Series("billing_rule", rules, dtype=pl.String))
+    details = current.select([*OFFER_KEY, *DETAIL_COLUMNS])
     offers = offers.join(details.select(OFFER_KEY), on=list(OFFER_KEY), how="semi", nulls_equal=True)
     if not spot:
         offers = offers.filter(~offers["is_spot"])

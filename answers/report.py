@@ -47,6 +47,7 @@ import duckdb
 import polars as pl
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from answers.billing import billing_rule
 from answers.status import freshness
 from warehouse.db import NO_LIVE_REFRESH, SAMPLE_BANNER, Settings, holds_sample_data, reader_path
 from warehouse.hardware import HardwareCatalog
@@ -223,10 +224,18 @@ def offers_data(
     """The comparison table's rows (queries/offers.sql; a stale provider's only with
     `include_stale`, offers marked unavailable only with `include_unavailable`) and the GPU specs
     they refer to."""
-    offers = con.sql(
-        query("offers"), params={"include_stale": include_stale, "include_unavailable": include_unavailable}
+    offers = _table(
+        con.sql(
+            query("offers"),
+            params={"include_stale": include_stale, "include_unavailable": include_unavailable},
+        )
     )
-    return {"offers": _table(offers), "gpus": _table(con.sql(query("gpus")))}
+    # the billing rule in words (a month, a cap, a set-up fee, serverless), so the page never
+    # shows a month-billed offer as if it were an hourly rate
+    columns = offers["columns"]
+    offers["rows"] = [[*row, billing_rule(dict(zip(columns, row, strict=True)))] for row in offers["rows"]]
+    offers["columns"] = [*columns, "billing_rule"]
+    return {"offers": offers, "gpus": _table(con.sql(query("gpus")))}
 
 
 def providers_data(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:

@@ -21,6 +21,7 @@ from connectors import (
     gcp,
     genesiscloud,
     hotaisle,
+    hetzner,
     hyperstack,
     jarvislabs,
     lambdalabs,
@@ -87,6 +88,7 @@ CONNECTORS: dict[str, Connector] = {
         massedcompute,
         modal,
         lightning,
+        hetzner,
     )
 }
 

@@ -132,7 +132,7 @@ from typing import Any, BinaryIO, Literal, Protocol, runtime_checkable
 
 PricingType = Literal["on_demand", "spot"]
 PriceSource = Literal["list", "market", "estimated"]
-BillingUnit = Literal["second", "minute", "hour"]
+BillingUnit = Literal["second", "minute", "hour", "month"]
 
 PRICING_TYPES: tuple[PricingType, ...] = ("on_demand", "spot")
 PRICE_SOURCES: tuple[PriceSource, ...] = ("list", "market", "estimated")
@@ -290,6 +290,9 @@ class Offer:
     vcpus: float | None = None
     ram_gb: float | None = None
     billing_unit: BillingUnit | None = None  # only when the source states it
+    # one-time fee per instance on top of the price (a dedicated server's set-up fee), in
+    # `currency`; None: the source states none. The bill charges it once per experiment.
+    setup_fee: float | None = None
     available: bool | None = None
     provider_data: Mapping[str, Any] = field(default_factory=dict)
     scope: str | None = None  # the part of the answer it came from; None = "<pricing_type>:<region>"

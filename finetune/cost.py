@@ -26,7 +26,19 @@ whose quantity is zero is 0 whatever the facts. The total adds the known items o
   price; an unpublished allowance counts as none. The experiment is taken to fit in one month;
 * ingress: every GB moved in (model and dataset, each session they move) × the ingress price;
 * idle: (runs − 1) × idle hours × price × nodes where a stopped instance still bills, else 0
-  (a stopped instance costs its storage only, in storage).
+  (a stopped instance costs its storage only, in storage); 0 on a serverless offer (nothing runs,
+  nothing bills between runs);
+* fees: the offer's one-time set-up fee × nodes, once per experiment (a dedicated server's set-up
+  fee, Hetzner's GEX line); 0 where none is stated.
+
+Two billing rules change how the time is billed, not what is billed:
+
+* a month-billed offer (granularity "month": a rental you hold and pay by the month) is held for
+  the whole experiment, runs and the gaps between them: compute bills billed(runs × hours + gaps)
+  once, rounded up to whole months, spot_rework the same for the spot wall time, and idle is 0
+  (the gaps are inside the rented months). A 5-hour job on it costs a whole month;
+* a serverless offer has no instance to hold: per-second GPU time while a run runs, idle 0, and
+  its boot_minutes is the cold start (setup: cold start + model download + dataset upload).
 """
 
 from __future__ import annotations
@@ -39,11 +51,22 @@ from finetune.architecture import ModelSpec
 from finetune.job import FinetuneJob
 from finetune.memory import GB, _frozen_weight_bytes, model_states, trainable_params
 
-Granularity = Literal["second", "minute", "hour"]
+Granularity = Literal["second", "minute", "hour", "month"]
 
 # --- Cost --------------------------------------------------------------------------------------
 
-_UNITS_PER_HOUR: dict[str, int] = {"second": 3600, "minute": 60, "hour": 1}
+# Hours in an average month (8760 / 12): providers quote volumes per GB-month and bill them
+# prorated by the hour (e.g. AWS EBS "provisioned storage ... prorated by the hour"), and a
+# month-billed rental is billed in months of this length (connectors.base.HOURS_PER_UNIT's month).
+HOURS_PER_MONTH = 730.0
+# A billing unit as (units per hour, hours per unit), one of them 1, so that both a second
+# (3600, 1) and a month (1, 730) are whole numbers and the rounding below stays exact.
+_UNIT: dict[str, tuple[int, int]] = {
+    "second": (3600, 1),
+    "minute": (60, 1),
+    "hour": (1, 1),
+    "month": (1, int(HOURS_PER_MONTH)),
+}
 
 
 def billed_hours(hours: float, granularity: Granularity, minimum_hours: float = 0.0) -> float:
@@ -52,13 +75,13 @@ def billed_hours(hours: float, granularity: Granularity, minimum_hours: float = 
         raise ValueError(f"hours must be ≥ 0, got {hours}")
     if math.isinf(hours):
         return hours
-    units = _UNITS_PER_HOUR[granularity]
-    q = hours * units
+    units, unit_hours = _UNIT[granularity]
+    q = hours * units / unit_hours
     # tolerate float noise (0.1 h · 3600 = 360.00000000000006) without ever billing under `hours`
     n = math.ceil(q - 1e-9 * max(1.0, q))
-    billed = n / units
+    billed = n * unit_hours / units
     if billed < hours:
-        billed = (n + 1) / units
+        billed = (n + 1) * unit_hours / units
     return max(billed, minimum_hours)
 
 
@@ -115,16 +138,23 @@ def cost_per_million_tokens(cost_usd: float, tokens: float) -> float:
 
 # --- The whole bill ----------------------------------------------------------------------------
 
-# Hours in an average month (8760 / 12): providers quote volumes per GB-month and bill them
-# prorated by the hour (e.g. AWS EBS "provisioned storage ... prorated by the hour").
-HOURS_PER_MONTH = 730.0
 BITS_PER_BYTE = 8
 # Weights as downloaded: the seeded models publish bf16 safetensors (config.json torch_dtype
 # "bfloat16" for Llama 3.x, Qwen2.5/3, Mistral, Gemma 2), 2 bytes per parameter; a merged model is
 # saved the same way (PEFT merge_and_unload into the bf16 base).
 STORED_BYTES_PER_PARAM = 2.0
 # Bill items in the order the total adds them; the mart's columns are `<item>_usd`.
-BILL_ITEMS = ("compute", "spot_rework", "setup", "storage", "checkpoint", "egress", "ingress", "idle")
+BILL_ITEMS = (
+    "compute",
+    "spot_rework",
+    "setup",
+    "storage",
+    "checkpoint",
+    "egress",
+    "ingress",
+    "idle",
+    "fees",
+)
 # a bill as columns (marts.finetune_costs, finetune_costs.v3, estimate's detail): the items in USD,
 # the total of the known ones, and which items (and facts) are unknown
 BILL_TOTAL_COLUMNS = (
@@ -261,6 +291,12 @@ class Bill:
         return tuple(name for name in BILL_ITEMS if self.items[name] is None)
 
 
+def held_for_experiment(granularity: Granularity) -> bool:
+    """Whether the instance is rented for the whole experiment rather than per run: a month-billed
+    rental is not given back between runs (each new one would bill another month, and set-up)."""
+    return granularity == "month"
+
+
 def keeps_data(facts: ProviderFacts) -> bool | None:
     """Whether dataset, model and checkpoints survive between sessions: on a priced volume, or on
     storage that persists on stop; None where neither is published."""
@@ -280,15 +316,28 @@ def itemized_bill(
     interval_hours: float,
     data: JobData,
     facts: ProviderFacts,
+    setup_fee_usd: float | None = None,
+    serverless: bool = False,
 ) -> Bill:
     """The experiment's bill: `hours` of useful work per run, `wall_hours` with spot rework (=
-    `hours` on demand), at `price_per_hour` per instance over `nodes` instances."""
+    `hours` on demand), at `price_per_hour` per instance over `nodes` instances.
+
+    `setup_fee_usd` is the offer's one-time fee per instance (None: none stated); `serverless`
+    an offer with no instance to hold (see the module docstring for both rules)."""
     runs = data.runs
     missing: set[str] = set()
-    billed_h = billed_hours(hours, granularity, minimum_hours)
-    billed_w = billed_hours(wall_hours, granularity, minimum_hours)
-    compute = runs * billed_h * price_per_hour * nodes
-    rework = runs * (billed_w - billed_h) * price_per_hour * nodes
+    gap_hours = (runs - 1) * data.idle_hours
+    if held_for_experiment(granularity):
+        # one rental over the whole experiment: the runs and the gaps between them, rounded once
+        billed_h = billed_hours(runs * hours + gap_hours, granularity, minimum_hours)
+        billed_w = billed_hours(runs * wall_hours + gap_hours, granularity, minimum_hours)
+        compute = billed_h * price_per_hour * nodes
+        rework = (billed_w - billed_h) * price_per_hour * nodes
+    else:
+        billed_h = billed_hours(hours, granularity, minimum_hours)
+        billed_w = billed_hours(wall_hours, granularity, minimum_hours)
+        compute = runs * billed_h * price_per_hour * nodes
+        rework = runs * (billed_w - billed_h) * price_per_hour * nodes
 
     keeps = keeps_data(facts)
     session_gb = data.model_download_gb + data.dataset_gb
@@ -358,9 +407,9 @@ def itemized_bill(
     else:
         ingress = moved_gb * facts.ingress_usd_per_gb
 
-    gap_hours = (runs - 1) * data.idle_hours
     idle: float | None
-    if gap_hours == 0 or facts.stopped_instance_bills is False:
+    nothing_idles = serverless or held_for_experiment(granularity)  # no instance, or one held in compute
+    if gap_hours == 0 or nothing_idles or facts.stopped_instance_bills is False:
         idle = 0.0
     elif facts.stopped_instance_bills is True:
         idle = gap_hours * price_per_hour * nodes
@@ -377,6 +426,7 @@ def itemized_bill(
         "egress": egress,
         "ingress": ingress,
         "idle": idle,
+        "fees": (setup_fee_usd if setup_fee_usd is not None else 0.0) * nodes,
     }
     total = compute
     for name in BILL_ITEMS[1:]:

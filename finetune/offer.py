@@ -73,7 +73,14 @@ DEFAULT_INTERRUPTIONS_PER_HOUR: dict[str, float] = {
 }
 # providers.csv billing_granularity → finetune.Granularity. An unknown provider is billed per
 # hour: the coarsest unit never understates a cost.
-GRANULARITY: dict[str, Granularity] = {"per_second": "second", "per_minute": "minute", "per_hour": "hour"}
+# `per_month`: a rental paid by the month (finetune.cost bills it in whole 730-hour months, held
+# for the whole experiment).
+GRANULARITY: dict[str, Granularity] = {
+    "per_second": "second",
+    "per_minute": "minute",
+    "per_hour": "hour",
+    "per_month": "month",
+}
 # An NVLink bridge links this many cards; beyond it a collective crosses PCIe.
 BRIDGED_GPUS = 2
 BITS_PER_BYTE = 8
@@ -172,9 +179,12 @@ def hardware_of(row: Mapping[str, Any]) -> Hardware:
     )
 
 
-def node_limit(hw: Hardware, max_nodes: int | None, max_gpus: int | None) -> int:
-    """How many of an offer's instances one job may use."""
-    if hw.gpu_count < 1:
+def node_limit(hw: Hardware, max_nodes: int | None, max_gpus: int | None, serverless: bool = False) -> int:
+    """How many of an offer's instances one job may use.
+
+    A serverless offer (providers.csv `serverless`) runs one function on one machine: there are
+    no instances to network together, so it is never part of a multi-node job."""
+    if hw.gpu_count < 1 or serverless:
         return 1  # a slice of one GPU is never part of a multi-node job
     limit = max_nodes if max_nodes is not None else math.inf
     if max_gpus is not None:

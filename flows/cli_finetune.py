@@ -495,6 +495,8 @@ def _ranking_table(
         offer += f" {UNAVAILABLE_MARK}" if r["available"] is False else ""
         offer += f" {GPU_ONLY_MARK}" if r["price_covers"] == "gpu" else ""
         offer += "" if r["on_frontier"] else " (folded)"
+        if r.get("billing_rule"):  # a month, a cap, a fee, serverless: never read as an hourly rate
+            offer += f"\n[dim]{r['billing_rule']}[/]"
         if not wide:
             offer += f"\n[dim]{price}{', interrupt. ' + band if band else ''}[/]"
         gpus = f"{nodes}× {r['gpu_name']}" + (" (fp16)" if r["train_precision"] == FP16 else "")
@@ -527,6 +529,7 @@ _BILL_CELLS = (
     ("egress", "egress_usd"),
     ("ingress", "ingress_usd"),
     ("idle", "idle_usd"),
+    ("fees", "fees_usd"),
 )
 
 
@@ -595,7 +598,8 @@ def _bill_table(ranked: pl.DataFrame, fjob: FinetuneJob) -> Table:
     table.add_column("total", justify="right", no_wrap=True)
     table.add_column("unpublished", overflow="fold")
     for r in ranked.iter_rows(named=True):
-        cells = [f"{r['provider']} {r['instance_type']} ({r['region']})"]
+        offer = f"{r['provider']} {r['instance_type']} ({r['region']})"
+        cells = [offer + (f"\n[dim]{r['billing_rule']}[/]" if r.get("billing_rule") else "")]
         cells += ["?" if r[column] is None else f"{r[column]:,.2f}" for _, column in _BILL_CELLS]
         cells += [_bill_total(r), r["bill_unknown_items"] or ""]
         table.add_row(*cells)

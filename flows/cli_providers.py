@@ -26,7 +26,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON rows (every co
 
 # Shown where a fact is unpublished: short, so the table stays readable; --json spells it out.
 DASH = "–"
-GRANULARITY = {"per_second": "1 s", "per_minute": "1 min", "per_hour": "1 h"}
 
 
 def _fact(value: Any) -> str:
@@ -49,12 +48,15 @@ def _money(value: Any, currency: Any) -> str:
     return text if text == DASH or currency in (None, UNPUBLISHED) else f"{text} {currency}"
 
 
-def billing_text(granularity: Any, minimum_seconds: Any) -> str:
-    """ "1 s, min 60 s", "1 h, min 3600 s", "1 min"; the provider's word where it is not a unit."""
-    unit = GRANULARITY.get(granularity, _fact(granularity))
+def billing_text(granularity: Any, minimum_seconds: Any, serverless: Any = False) -> str:
+    """ "1 s, min 60 s", "1 h, min 3600 s", "1 month", "1 s, bills only while running"; the
+    provider's word where it is not a unit."""
+    from answers.billing import SERVERLESS_TEXT, UNIT_TEXT
+
+    unit = UNIT_TEXT.get(granularity, _fact(granularity))
     if isinstance(minimum_seconds, float):
-        return f"{unit}, min {minimum_seconds:g} s"
-    return unit
+        unit = f"{unit}, min {minimum_seconds:g} s"
+    return f"{unit}, {SERVERLESS_TEXT}" if serverless is True else unit
 
 
 def _json_value(value: object) -> object:
@@ -86,7 +88,7 @@ def providers(as_json: JsonOpt = False) -> None:
         currency = r["currency"]
         table.add_row(
             r["provider"],
-            billing_text(r["billing_granularity"], r["minimum_charge_seconds"]),
+            billing_text(r["billing_granularity"], r["minimum_charge_seconds"], r["serverless"]),
             _fact(r["storage_persists_on_stop"]),
             _fact(r["volume_kind"]),
             _money(r["volume_price_per_gb_month"], currency),

@@ -280,6 +280,89 @@ def test_job_options_make_the_experiment() -> None:
         JobOptions(method="full", download="adapter").experiment()
 
 
+# --- billing rules: a month-billed rental, a set-up fee, serverless ----------------------------
+
+
+def _ruled(granularity: Any = "second", data: JobData = DATA, hours: float = 10.0, **rules: Any) -> Any:
+    return itemized_bill(
+        hours=hours,
+        wall_hours=hours,
+        price_per_hour=2.0,
+        granularity=granularity,
+        minimum_hours=0.0,
+        nodes=2,
+        interval_hours=1.0,
+        data=data,
+        facts=FULL,
+        **rules,
+    )
+
+
+def test_a_month_is_730_hours_rounded_up_whole() -> None:
+    assert billed_hours(5.0, "month") == 730.0
+    assert billed_hours(730.0, "month") == 730.0  # exactly one month is one month
+    assert billed_hours(730.5, "month") == 1460.0
+    assert billed_hours(0.0, "month") == 0.0
+
+
+def test_a_five_hour_job_on_a_month_billed_rental_pays_a_month_and_its_setup_fee() -> None:
+    one = JobData(dataset_gb=1.0, model_download_gb=1.0, checkpoint_gb=1.0, result_gb=0.0)
+    bill = _ruled("month", one, hours=5.0, setup_fee_usd=79.0)
+    assert bill.items["compute"] == 730.0 * 2.0 * 2  # a whole month of both instances
+    assert bill.items["fees"] == 79.0 * 2  # once per instance
+    assert bill.total_usd >= 730.0 * 2.0 * 2 + 79.0 * 2
+
+
+def test_a_month_billed_rental_is_held_across_runs_and_gaps() -> None:
+    # 5 runs of 10 h with 4 gaps of 0.5 h: 52 h, one month, not five; the gaps are inside it
+    bill = _ruled("month")
+    assert bill.items["compute"] == 730.0 * 2.0 * 2
+    assert bill.items["idle"] == 0.0
+    # billed per second the same experiment pays every run and, a stopped instance billing, the gaps
+    per_second = _ruled("second")
+    assert per_second.items["compute"] == 5 * 10.0 * 2.0 * 2
+    assert per_second.items["idle"] == 4 * 0.5 * 2.0 * 2
+    # 80 runs of 10 h and 79 gaps: 839.5 h, two months
+    long = _ruled("month", JobData(1.0, 1.0, 1.0, 0.0, runs=80, idle_hours=0.5))
+    assert long.items["compute"] == 1460.0 * 2.0 * 2
+
+
+def test_a_fee_is_charged_once_per_experiment_and_none_stated_is_none() -> None:
+    assert _ruled(setup_fee_usd=10.0).items["fees"] == 10.0 * 2  # 5 runs, one fee per instance
+    assert _ruled().items["fees"] == 0.0
+    assert "fees" not in _ruled().unknown_items
+
+
+def test_serverless_bills_no_idle_time_even_where_a_stopped_instance_would() -> None:
+    assert FULL.stopped_instance_bills is True
+    bill = _ruled(serverless=True)
+    assert bill.items["idle"] == 0.0 and "stopped_instance_bills" not in bill.missing_facts
+    assert _ruled(serverless=False).items["idle"] > 0
+    # unpublished idle rules do not matter either: nothing runs between runs
+    unknown = itemized_bill(
+        hours=1.0,
+        wall_hours=1.0,
+        price_per_hour=2.0,
+        granularity="second",
+        minimum_hours=0.0,
+        nodes=1,
+        interval_hours=1.0,
+        data=DATA,
+        facts=ProviderFacts(),
+        serverless=True,
+    )
+    assert unknown.items["idle"] == 0.0 and "stopped_instance_bills" not in unknown.missing_facts
+
+
+def test_a_serverless_offer_never_spans_machines() -> None:
+    from finetune.offer import node_limit
+    from finetune.placement import Hardware
+
+    hw = Hardware("H100-SXM", 8.0, 80.0, 989.0, intra_node_gbytes_per_s=450.0, inter_node_gbits_per_s=3200.0)
+    assert node_limit(hw, None, 64) == 8
+    assert node_limit(hw, None, 64, serverless=True) == 1
+
+
 # --- the mart: facts joined to offers, every item equal to the pure bill ------------------------
 
 
@@ -301,6 +384,17 @@ def test_cost_frame_equals_the_pure_bill_for_every_experiment_and_facts() -> Non
         spot,
         # a bid market (0.05 interruptions/h)
         {**spot, "provider": "vast", "spot_kind": "bid"},
+        # a rental paid by the month with a set-up fee: held across runs and gaps, rounded once
+        {
+            **L4_ONE,
+            "provider": "monthly",
+            "billing_granularity": "per_month",
+            "setup_fee_usd": 79.0,
+            **_facts(FULL),
+        },
+        {**spot, "provider": "monthly_spot", "billing_granularity": "per_month"},
+        # serverless under facts where a stopped instance bills: still no idle
+        {**L4_ONE, "provider": "serverless", "serverless": True, **_facts(FULL)},
     )
     jobs = [
         FinetuneJob("plain", "Qwen/Qwen2.5-0.5B", Job(method="lora"), 2_000_000, 1.0),
@@ -340,7 +434,17 @@ def test_cost_frame_equals_the_pure_bill_for_every_experiment_and_facts() -> Non
     assert all(any((r[f"{item}_usd"] or 0) > 0 for r in priced) for item in BILL_ITEMS)
     never = [r for r in expected if r["unpriced_reason"] and "never finishes" in r["unpriced_reason"]]
     # both spot offers, market and bid: hundreds of hours between checkpoints
-    assert sorted((r["job_id"], r["provider"]) for r in never) == [("rare", "gcp"), ("rare", "vast")]
+    assert sorted((r["job_id"], r["provider"]) for r in never) == [
+        ("rare", "gcp"),
+        ("rare", "monthly_spot"),
+        ("rare", "vast"),
+    ]
+    # the billing rules reached the rows: fees only where a fee is stated, no idle serverless or
+    # held by the month, though the facts say a stopped instance bills
+    assert {r["provider"] for r in priced if r["fees_usd"] > 0} == {"monthly"}
+    shaped = {r["provider"]: r for r in priced if r["job_id"] == "shape"}
+    assert shaped["full"]["idle_usd"] > 0
+    assert shaped["serverless"]["idle_usd"] == 0 and shaped["monthly"]["idle_usd"] == 0
     assert all(
         f"checkpoints every {r['checkpoint_interval_hours']:g} h" in r["unpriced_reason"] for r in never
     )

@@ -333,6 +333,19 @@ def test_finetune_costs_v3_is_v2_and_the_whole_bill(published):
     assert (v3["total_usd"] >= v3["compute_usd"] + v3["spot_rework_usd"] - 1e-9).all()
 
 
+def test_v4_is_v3_and_what_billing_needs_beyond_the_hour(published):
+    # v3 keeps the columns it was published with; v4 adds the fee item and the offer's fee
+    costs_v3 = pl.read_parquet(published / "finetune_costs.v3.parquet")
+    costs_v4 = pl.read_parquet(published / "finetune_costs.v4.parquet")
+    assert "fees_usd" not in costs_v3.columns
+    assert [c for c in costs_v4.columns if c not in costs_v3.columns] == ["fees_usd"]
+    assert costs_v4.height == costs_v3.height and (costs_v4["fees_usd"] == 0).all()  # no fee stated
+    offers_v3 = pl.read_parquet(published / "gpu_offers.v3.parquet")
+    offers_v4 = pl.read_parquet(published / "gpu_offers.v4.parquet")
+    assert offers_v4.columns == [*offers_v3.columns, "setup_fee", "setup_fee_usd", "serverless"]
+    assert offers_v4["setup_fee"].is_null().all() and not offers_v4["serverless"].any()
+
+
 def test_price_age_is_hours_from_last_seen_to_generated_at(published):
     v2 = pl.read_parquet(published / "gpu_offers.v2.parquet")
     assert v2["last_seen_at"].unique().to_list() == [T0]

@@ -98,7 +98,7 @@ def reference_rows(
 ) -> list[dict[str, Any]]:
     """What each job × offer costs, computed offer by offer as the mart did before it was a view."""
     memory = MemoryTable()
-    plans: dict[tuple[str, Hardware], Any] = {}  # plan_job is pure: the same inputs, the same plan
+    plans: dict[tuple[str, Hardware, int], Any] = {}  # plan_job is pure: the same inputs, the same plan
     out = []
     for offer in offers.iter_rows(named=True):
         offer = {
@@ -122,8 +122,8 @@ def reference_rows(
             p2p=ft.has_p2p(offer["gpu_model"]),
             pcie_gen=offer["pcie_gen"],
         )
-        if hw.gpu_count < 1:
-            limit = 1
+        if hw.gpu_count < 1 or offer.get("serverless"):
+            limit = 1  # a GPU slice, or a serverless function, never spans machines
         else:
             cap = max_nodes if max_nodes is not None else math.inf
             if max_gpus is not None:
@@ -133,11 +133,11 @@ def reference_rows(
         minimum = (offer["minimum_charge_seconds"] or 0) / 3600
         rate, source = ft.interruptions_per_hour(offer)
         for fjob in jobs:
-            if (fjob.job_id, hw) not in plans:
+            if (fjob.job_id, hw, limit) not in plans:
                 job_memory = memory.for_job(models[fjob.model_id], fjob.job)
                 placement = place(job_memory, hw.gpus_per_node, hw.vram_gb, limit)
-                plans[(fjob.job_id, hw)] = plan_job(fjob, hw, placement, job_memory)
-            plan = plans[(fjob.job_id, hw)]
+                plans[(fjob.job_id, hw, limit)] = plan_job(fjob, hw, placement, job_memory)
+            plan = plans[(fjob.job_id, hw, limit)]
             row: dict[str, Any] = {
                 "job_id": fjob.job_id,
                 "model_id": fjob.model_id,
@@ -203,6 +203,8 @@ def reference_rows(
                         interval_hours=interval,
                         data=data,
                         facts=ProviderFacts(**{f: offer.get(f) for f in ProviderFacts.__dataclass_fields__}),
+                        setup_fee_usd=offer.get("setup_fee_usd"),
+                        serverless=bool(offer.get("serverless")),
                     )
                     row |= {f"{item}_usd": bill.items[item] for item in BILL_ITEMS}
                     row["total_usd"] = bill.total_usd
@@ -361,7 +363,7 @@ def test_cost_frame_equals_the_pure_functions_on_edge_cases() -> None:
         st.integers(min_value=0, max_value=36000).map(lambda n: n / 3600),  # float noise: 0.1 h · 3600
         st.integers(min_value=0, max_value=600).map(lambda n: n / 60),
     ),
-    granularity=st.sampled_from(["second", "minute", "hour"]),
+    granularity=st.sampled_from(["second", "minute", "hour", "month"]),
     minimum_seconds=st.sampled_from([None, 0, 60, 300, 3600]),
     rate=st.one_of(st.none(), st.floats(min_value=0, max_value=3, allow_nan=False)),
 )
@@ -379,7 +381,7 @@ def test_vectorised_billing_equals_finetune_cost(
         with t as (
             select ?::double as h, ?::double as r, ?::double as minimum_billed_hours, ? as billing_granularity
         ), u as (
-            select *, {ft._UNITS_PER_HOUR} as units_per_hour,
+            select *, {ft._UNITS_PER_HOUR} as units_per_hour, {ft._HOURS_PER_UNIT} as hours_per_unit,
                 case when r is null then h when r * {loss!r} < 1 then h / (1 - r * {loss!r}) end as w
             from t
         )

@@ -27,6 +27,7 @@ from warehouse.export import MANIFEST, write_publication
 from warehouse.publish import publish_feeds, s3_client
 from warehouse.pull import (
     OFFERS_FEED,
+    OFFERS_FEEDS,
     READER_FEEDS,
     PullError,
     previous_manifest,
@@ -93,7 +94,8 @@ def test_a_pulled_folder_answers_prices_as_the_scraped_warehouse(scraped, public
     result = runner.invoke(app, ["pull"])
     assert result.exit_code == 0, result.output
     reader_bytes = sum(e["bytes"] for e in _manifest(publication)["files"] if e["name"] in READER_FEEDS)
-    assert f"pulled 2 files ({reader_bytes:,} bytes), 0 unchanged" in result.stdout
+    # the offers (v4, and v3 for publications older than v4) and the unmapped GPUs
+    assert f"pulled 3 files ({reader_bytes:,} bytes), 0 unchanged" in result.stdout
     assert "(recorded sample data: replay)" in result.stdout
     expected = _prices(scraped, monkeypatch)
     assert json.loads(expected)  # the comparison below is over real rows
@@ -105,7 +107,7 @@ def test_a_pulled_folder_answers_prices_as_the_scraped_warehouse(scraped, public
         (
             "marts.gpu_offers",
             "select provider, instance_type, region, pricing_type, price_usd_per_gpu_hour, "
-            "gpu_name, vram_gb, available, last_seen_at, price_since from {}",
+            "gpu_name, vram_gb, available, last_seen_at, price_since, setup_fee_usd, serverless from {}",
         ),
         ("marts.finetune_requirements", "select * from {}"),
         ("marts.finetune_costs", "select * from {} where not (provider = 'aws' and pricing_type = 'spot')"),
@@ -196,7 +198,7 @@ def test_http_pull_fetches_only_what_changed_and_refuses_a_half_published_one(se
     # one that must fetch the changed file meets a disagreement and keeps what it had
     (home / "pulled" / "feeds" / OFFERS_FEED).unlink()
     with pytest.raises(
-        PullError, match=r"gpu_offers.v3.parquet differs from manifest.json .*kept the previous pull"
+        PullError, match=r"gpu_offers.v4.parquet differs from manifest.json .*kept the previous pull"
     ):
         pull(url, home)
     assert previous_manifest(home) == held and reader_warehouse(home).stat().st_mtime_ns == built
@@ -398,8 +400,8 @@ def test_a_url_pull_cannot_read_says_which_forms_it_can(url, message, tmp_path):
     [
         (lambda m: m["files"].append(dict(m["files"][0], name="../escape.parquet")), "outside its folder"),
         (
-            lambda m: m.update(files=[f for f in m["files"] if f["name"] != OFFERS_FEED]),
-            "lists no gpu_offers.v3",
+            lambda m: m.update(files=[f for f in m["files"] if f["name"] not in OFFERS_FEEDS]),
+            "lists no gpu_offers.v4",
         ),
         (lambda m: m.pop("generated_at"), "is not a gpucost manifest (KeyError"),
     ],
@@ -421,6 +423,21 @@ def test_s3_without_credentials_says_which_variables_to_set(s3_endpoint, bucket,
         pull(f"s3://{bucket}/feeds", tmp_path, endpoint_url=s3_endpoint)
 
 
+def test_a_publication_from_before_v4_pulls_from_its_v3(publication, tmp_path):
+    folder = _copy(publication, tmp_path)
+    manifest = _manifest(folder)
+    manifest["files"] = [f for f in manifest["files"] if f["name"] != OFFERS_FEED]
+    (folder / OFFERS_FEED).unlink()
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    result = pull(str(folder), tmp_path / "reader")
+    assert OFFERS_FEEDS[1] in result.fetched and OFFERS_FEED not in result.fetched
+    con = duckdb.connect(str(reader_warehouse(tmp_path / "reader")), read_only=True)
+    # v3 carries no set-up fee: the reader's offers hold none, and its bill charges none
+    assert con.execute("select count(*), count(setup_fee_usd) from marts.gpu_offers").fetchall()[0][1] == 0
+    assert con.execute("select count(*) from marts.finetune_costs where fees_usd > 0").fetchall() == [(0,)]
+    con.close()
+
+
 def test_the_cli_refusal_is_one_line_and_exit_1(publication, tmp_path, monkeypatch):
     folder = _copy(publication, tmp_path)
     (folder / OFFERS_FEED).write_bytes(b"half")
@@ -428,7 +445,7 @@ def test_the_cli_refusal_is_one_line_and_exit_1(publication, tmp_path, monkeypat
     result = runner.invoke(app, ["pull", str(folder)])
     assert result.exit_code == 1
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error: gpu_offers.v3.parquet differs from manifest.json (4 bytes,")
+    assert line.startswith("error: gpu_offers.v4.parquet differs from manifest.json (4 bytes,")
     assert line.endswith("nothing was pulled before; pull again later")
 
 

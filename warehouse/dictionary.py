@@ -267,7 +267,28 @@ _COLUMNS: tuple[Column, ...] = (
         "billing_granularity",
         "VARCHAR",
         "",
-        "Unit the provider bills in: per_second, per_minute or per_hour (seeds/providers.csv).",
+        "Unit the provider bills in: per_second, per_minute, per_hour or per_month (a rental paid "
+        "by the month, held for the whole experiment) (seeds/providers.csv).",
+    ),
+    _c(
+        "serverless",
+        "BOOLEAN",
+        "",
+        "True for a serverless provider (seeds/providers.csv): no instance to hold, GPU time billed "
+        "only while a run runs, no idle billing, a cold start instead of a boot, one machine per job.",
+    ),
+    _c(
+        "setup_fee",
+        "DOUBLE",
+        "`currency` per instance",
+        "One-time set-up fee per instance on top of the price, as published (a dedicated server's); "
+        "null when the source states none.",
+    ),
+    _c(
+        "setup_fee_usd",
+        "DOUBLE",
+        "USD per instance",
+        "setup_fee converted with the price's own rate; null when none is stated.",
     ),
     _c(
         "minimum_charge_seconds",
@@ -719,7 +740,13 @@ _COLUMNS: tuple[Column, ...] = (
     ),
     _c("runs", "BIGINT", "runs", "Training runs in the experiment."),
     _c("idle_hours", "DOUBLE", HOURS, "Inspection time between consecutive runs."),
-    _c("compute_usd", "DOUBLE", "USD", "runs × billed useful hours × price × nodes."),
+    _c(
+        "compute_usd",
+        "DOUBLE",
+        "USD",
+        "runs × billed useful hours × price × nodes; month-billed: the whole months that hold the "
+        "runs and the gaps between them × price × nodes.",
+    ),
     _c(
         "spot_rework_usd",
         "DOUBLE",
@@ -764,7 +791,14 @@ _COLUMNS: tuple[Column, ...] = (
         "DOUBLE",
         "USD",
         "Idle time between runs at the instance price where a stopped "
-        "instance still bills, else 0; null: unpublished.",
+        "instance still bills, else 0 (always 0 serverless, and month-billed where compute holds "
+        "the gaps); null: unpublished.",
+    ),
+    _c(
+        "fees_usd",
+        "DOUBLE",
+        "USD",
+        "One-time fees: the offer's set-up fee × instances, once per experiment; 0 where none is stated.",
     ),
     _c(
         "total_usd",

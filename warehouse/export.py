@@ -19,6 +19,8 @@ then renamed into place, so a reader never sees half a file.
   job's experiment (finetune.cost.itemized_bill): its checkpoint interval and sizes, each item in
   USD (null where the provider leaves a fact unpublished), `total_usd` of the known items, and
   which items and facts are unknown; rows in the order of that total.
+* v4 (`gpu_offers.v4` and `finetune_costs.v4`, beside v3): the offer's one-time set-up fee and
+  whether its provider is serverless; the bill's `fees_usd` item. v3 keeps its columns.
 * `manifest.json` (every file of the publication: rows, bytes, sha256; run id, generated_at, live or
   replay) is written last, also by rename: once it names a run, every file it lists is in place.
 
@@ -202,10 +204,34 @@ _FINETUNE_COSTS_V2: tuple[str, ...] = (
     "last_seen_at",
     "price_age_hours",
 )
+# v3's bill, pinned as it was published (its items before `fees`); v4 is v3 plus `fees_usd`
 _FINETUNE_COSTS_V3: tuple[str, ...] = (
     *_FINETUNE_COSTS_V2,
     *BILL_INPUT_COLUMNS,
+    "compute_usd",
+    "spot_rework_usd",
+    "setup_usd",
+    "storage_usd",
+    "checkpoint_usd",
+    "egress_usd",
+    "ingress_usd",
+    "idle_usd",
+    "total_usd",
+    "bill_unknown_items",
+    "bill_missing_facts",
+)
+_FINETUNE_COSTS_V4: tuple[str, ...] = (
+    *_FINETUNE_COSTS_V2,
+    *BILL_INPUT_COLUMNS,
     *BILL_TOTAL_COLUMNS,
+)
+# gpu_offers v4: v3 plus what billing needs beyond the hourly price: the one-time set-up fee and
+# whether the provider is serverless
+_GPU_OFFERS_V4: tuple[str, ...] = (
+    *_GPU_OFFERS_V3,
+    "setup_fee",
+    "setup_fee_usd",
+    "serverless",
 )
 
 FEEDS: tuple[Feed, ...] = (
@@ -350,7 +376,35 @@ FEEDS: tuple[Feed, ...] = (
         "egress, ingress and idle time in USD under the provider's published facts "
         "(warehouse/seeds/provider_storage.csv), null where a fact is unpublished; `total_usd` adds "
         "the known items, `bill_unknown_items` and `bill_missing_facts` say what is left out. "
-        "Parquet only, as v2.",
+        "Parquet only, as v2. Its `total_usd` is the one bill's total, so it includes the set-up "
+        "fees that only v4 itemizes (`fees_usd`).",
+        documented_names=True,
+    ),
+    Feed(
+        name="gpu_offers",
+        version=4,
+        relation="marts.gpu_offers",
+        fresh="not is_stale",
+        columns=_GPU_OFFERS_V4,
+        order_by=("provider", "instance_type", "region", "zone", "pricing_type"),
+        description="v3 and what billing needs beyond the hourly price: the one-time set-up fee per "
+        "instance (as published and in USD; null where none is stated) and whether the provider is "
+        "serverless (billed only while a run runs).",
+        documented_names=True,
+    ),
+    Feed(
+        name="finetune_costs",
+        version=4,
+        relation="marts.finetune_costs",
+        source_sql=_FINETUNE_COSTS_V2_SOURCE,
+        columns=_FINETUNE_COSTS_V4,
+        order_by=("job_id", "total_usd", "provider", "instance_type", "region", "zone", "pricing_type"),
+        where="fits and priced",
+        formats=("parquet",),
+        description="v3 and the bill's one-time fees, `fees_usd` (an offer's set-up fee × instances, "
+        "once per experiment), under the billing rules of finetune.cost: a month-billed offer is held "
+        "for the whole experiment in whole months, a serverless one bills no idle time. Parquet only, "
+        "as v2.",
         documented_names=True,
     ),
 )

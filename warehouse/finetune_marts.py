@@ -258,6 +258,8 @@ select
     try_cast(json_extract_string(offers.provider_data, '$.interruption_rate_max') as double)
         as interruption_rate_max,
     offers.is_stale,
+    offers.setup_fee_usd,
+    offers.serverless,
     {fact_columns}
 from marts.gpu_offers as offers
 left join core.gpus as gpus on offers.gpu_name = gpus.gpu_name
@@ -368,6 +370,8 @@ OFFER_SCHEMA: dict[str, Any] = {
     "interruption_rate_min": pl.Float64,
     "interruption_rate_max": pl.Float64,
     "is_stale": pl.Boolean,
+    "setup_fee_usd": pl.Float64,
+    "serverless": pl.Boolean,
     **FACT_SCHEMA,
 }
 
@@ -405,6 +409,8 @@ _HARDWARE_COLUMNS = (
     "memory_bandwidth_gbps",
     "architecture",
     "gpu_model",
+    # not the machine's, but it decides the node limit (a serverless offer runs on one machine)
+    "serverless",
 )
 _SPOT_COLUMNS = ("is_spot", "interruption_rate_min", "interruption_rate_max", "spot_kind")
 # read_offers columns a hand-built frame may leave out (they came later); null = unknown.
@@ -414,6 +420,8 @@ _OPTIONAL_OFFER_COLUMNS: dict[str, Any] = {
     "memory_bandwidth_gbps": pl.Float64,
     "architecture": pl.String,
     "gpu_model": pl.String,
+    "setup_fee_usd": pl.Float64,
+    "serverless": pl.Boolean,
     **FACT_SCHEMA,
 }
 
@@ -464,6 +472,8 @@ final as (
         coalesce(offers.minimum_charge_seconds, 0) / 3600 as minimum_billed_hours,
         spot_rates.interruptions_per_hour,
         spot_rates.interruption_source,
+        offers.setup_fee_usd,
+        coalesce(offers.serverless, false) as serverless,
         {", ".join(f"offers.{c}" for c in _FACT_COLUMNS)}
     from offers
     inner join hardware on {_null_safe(_HARDWARE_COLUMNS, "offers", "hardware")}
@@ -513,7 +523,7 @@ def offer_inputs(
     raw = _distinct_rows(con, source, _HARDWARE_COLUMNS)
     for row in raw.iter_rows(named=True):
         hw = hardware_of(row)
-        limit = node_limit(hw, max_nodes, max_gpus)
+        limit = node_limit(hw, max_nodes, max_gpus, serverless=bool(row["serverless"]))
         key = hardware_key(hw, limit)
         machines.setdefault(key, (hw, limit))
         keys.append(key)
@@ -647,8 +657,9 @@ def plans_frame(
 # The same formulas as finetune.billed_hours and finetune.expected_spot_hours, written out over
 # columns in the same order of floating-point operations, so each value is the one those
 # functions return (tests/test_finetune_scale.py holds them equal row for row):
-#   billed_hours(h, unit, minimum): q = h × units; n = ceil(q − 1e-9 · max(1, q)); b = n / units,
-#     one unit more if b < h; at least minimum.
+#   billed_hours(h, unit, minimum): q = h × units / unit hours; n = ceil(q − 1e-9 · max(1, q));
+#     b = n × unit hours / units, one unit more if b < h; at least minimum (a unit is (3600, 1) for
+#     a second ... (1, 730) for a month).
 #   expected_spot_hours(h, λ, c, R) = h / (1 − λ·(c/2 + R)), never finishing when λ·(c/2 + R) ≥ 1.
 # λ is the instance rate × nodes: any node's interruption stops the whole job; c is the job's
 # checkpoint interval (finetune.cost.checkpoint_interval_hours).
@@ -658,6 +669,7 @@ def plans_frame(
 # the loss per interruption of a job checkpointing at the default interval
 _LOSS_PER_INTERRUPTION_HOURS = CHECKPOINT_INTERVAL_HOURS / 2 + RESTART_OVERHEAD_HOURS
 _UNITS_PER_HOUR = "case billing_granularity when 'second' then 3600 when 'minute' then 60 else 1 end"
+_HOURS_PER_UNIT = f"case billing_granularity when 'month' then {int(HOURS_PER_MONTH)} else 1 end"
 _NEVER_FINISHES = "spot interruptions ({:.3g}/h) outpace checkpoints every {:g} h: the job never finishes"
 # The bill columns of marts.finetune_costs, after the columns it had before the bill.
 BILL_COLUMNS = (*BILL_INPUT_COLUMNS, *BILL_TOTAL_COLUMNS)
@@ -681,7 +693,8 @@ _MISSING_FACT_SQL: dict[str, str] = {
     "and storage_persists_on_stop is distinct from false",
     "egress_price_per_gb": "out_gb <> 0 and egress_usd_per_gb is null",
     "ingress_price_per_gb": "moved_gb is distinct from 0 and ingress_usd_per_gb is null",
-    "stopped_instance_bills": "gap_hours <> 0 and stopped_instance_bills is null",
+    "stopped_instance_bills": "gap_hours <> 0 and not serverless and not held "
+    "and stopped_instance_bills is null",
     "boot_minutes": "boot_minutes is null",
     "internet_gbits_per_s": "internet_gbits_per_s is null",
     "disk_write_gbytes_per_s": "checkpoint_writes <> 0 and disk_write_gbytes_per_s is null",
@@ -690,14 +703,19 @@ assert tuple(_MISSING_FACT_SQL) == FACTS
 
 
 def _billed_hours_sql(hours: str) -> str:
-    q = f"({hours} * units_per_hour)"
+    hours = f"({hours})"
+    q = f"({hours} * units_per_hour / hours_per_unit)"
     n = f"ceil({q} - 1e-9 * greatest(1.0, {q}))"
     billed = (
-        f"case when {n} / units_per_hour < {hours} then ({n} + 1) / units_per_hour "
-        f"else {n} / units_per_hour end"
+        f"case when {n} * hours_per_unit / units_per_hour < {hours} "
+        f"then ({n} + 1) * hours_per_unit / units_per_hour "
+        f"else {n} * hours_per_unit / units_per_hour end"
     )
     return f"greatest({billed}, minimum_billed_hours)"
 
+
+# a month-billed rental's wall time: every run's (spot) wall hours and the gaps between them
+_HELD_WALL_HOURS = "runs * coalesce(spot_hours, estimated_hours) + (runs - 1) * idle_hours"
 
 _COSTS_SQL = f"""
 with
@@ -723,6 +741,10 @@ joined as (
         offers.billing_granularity,
         offers.minimum_billed_hours,
         {_UNITS_PER_HOUR} as units_per_hour,
+        {_HOURS_PER_UNIT} as hours_per_unit,
+        offers.billing_granularity = 'month' as held,
+        offers.setup_fee_usd,
+        offers.serverless,
         plans.unpriced_reason as plan_unpriced_reason,
         plans.unpriced_reason is null and plans.estimated_hours is not null as plan_priced,
         {", ".join(f"plans.{c}" for c in _JOB_DATA_SCHEMA)},
@@ -774,7 +796,16 @@ billing as (
         case
             when plan_priced and not coalesce(never_finishes, false)
                 then {_billed_hours_sql("estimated_hours")}
-        end as billed_work
+        end as billed_work,
+        -- a month-billed rental is held for the whole experiment, gaps included, rounded once
+        case
+            when plan_priced and not coalesce(never_finishes, false) and held
+                then {_billed_hours_sql("runs * estimated_hours + (runs - 1) * idle_hours")}
+        end as billed_rental,
+        case
+            when plan_priced and not coalesce(never_finishes, false) and held
+                then {_billed_hours_sql(_HELD_WALL_HOURS)}
+        end as billed_rental_wall
     from wall
 ),
 
@@ -807,8 +838,13 @@ moved as (
 items as (
     select
         *,
-        case when is_priced then runs * billed_work * price_usd_per_hour * nodes_used end as compute_usd,
         case
+            when is_priced and held then billed_rental * price_usd_per_hour * nodes_used
+            when is_priced then runs * billed_work * price_usd_per_hour * nodes_used
+        end as compute_usd,
+        case
+            when is_priced and held
+                then (billed_rental_wall - billed_rental) * price_usd_per_hour * nodes_used
             when is_priced then runs * (billed - billed_work) * price_usd_per_hour * nodes_used
         end as spot_rework_usd,
         case
@@ -843,9 +879,10 @@ items as (
         end as ingress_usd,
         case
             when not is_priced then null
-            when gap_hours = 0 or stopped_instance_bills = false then 0.0
+            when gap_hours = 0 or serverless or held or stopped_instance_bills = false then 0.0
             when stopped_instance_bills then gap_hours * price_usd_per_hour * nodes_used
-        end as idle_usd
+        end as idle_usd,
+        case when is_priced then coalesce(setup_fee_usd, 0.0) * nodes_used end as fees_usd
     from moved
 ),
 

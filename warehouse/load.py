@@ -101,6 +101,7 @@ _OFFER_COLUMNS = {
     "vcpus": pl.Float64,
     "ram_gb": pl.Float64,
     "billing_unit": pl.String,
+    "setup_fee": pl.Float64,
     "available": pl.Boolean,
     "provider_data": pl.String,
     "attributes_hash": pl.String,
@@ -260,6 +261,9 @@ def _invalid_reason(offer: Offer, rates: Mapping[str, tuple[float, date, str]], 
     count = offer.gpu_count
     if count is None or not isinstance(count, int | float) or not math.isfinite(count) or count < 0:
         return "gpu_count is missing or negative"
+    fee = offer.setup_fee
+    if fee is not None and (not isinstance(fee, int | float) or not math.isfinite(fee) or fee < 0):
+        return f"setup_fee is not a non-negative number: {fee!r}"
     usd_per_gpu = price * rates[offer.currency][0] / max(count, 1.0)
     if usd_per_gpu > guards.max_usd_per_gpu_hour:
         return f"absurd price: ${usd_per_gpu:,.2f} per GPU-hour (limit ${guards.max_usd_per_gpu_hour:,.0f})"
@@ -267,7 +271,12 @@ def _invalid_reason(offer: Offer, rates: Mapping[str, tuple[float, date, str]], 
 
 
 def _attributes_hash(row: Mapping[str, Any]) -> str:
-    material = json.dumps([row[name] for name in _HASHED], default=str)
+    material_values = [row[name] for name in _HASHED]
+    # a stated set-up fee is part of the price (a new fee opens a new interval); left out of the
+    # material when unstated, so every offer loaded before the fee existed keeps its hash
+    if row.get("setup_fee") is not None:
+        material_values.append(["setup_fee", row["setup_fee"]])
+    material = json.dumps(material_values, default=str)
     return hashlib.md5(material.encode()).hexdigest()  # identity, not security
 
 
@@ -709,7 +718,7 @@ def _merge(
             select
                 i.provider, i.instance_type, i.region, i.zone, i.pricing_type, i.price_source,
                 i.price_per_hour, i.currency, i.price_usd_per_hour, i.fx_rate_date, i.gpu_name_raw,
-                i.gpu_count, i.gpu_memory_gb_raw, i.vcpus, i.ram_gb, i.billing_unit, i.available,
+                i.gpu_count, i.gpu_memory_gb_raw, i.vcpus, i.ram_gb, i.billing_unit, i.setup_fee, i.available,
                 i.provider_data::json as provider_data, i.attributes_hash,
                 ? as valid_from, null as valid_to, ? as first_seen_at, ? as last_seen_at,
                 ? as opened_by_run_id, null as closed_by_run_id, i.scope

@@ -47,11 +47,14 @@ from warehouse.dictionary import column, comment_marts
 from warehouse.export import MANIFEST, sha256_of
 
 PULLED = "pulled"
-OFFERS_FEED = "gpu_offers.v3.parquet"
+# the offers feed a reader warehouse is built from, newest first: v4 carries the set-up fee the
+# bill needs; a publication written before v4 existed still pulls from its v3 (fees unknown: 0)
+OFFERS_FEEDS = ("gpu_offers.v4.parquet", "gpu_offers.v3.parquet")
+OFFERS_FEED = OFFERS_FEEDS[0]
 UNMAPPED_FEED = "unmapped_gpus.v2.parquet"
-# what the reader warehouse is built from: 33 kB of the replay publication's 22.9 MB (the cost feeds
-# are rebuilt from the offers, finetune_costs.v1.csv alone is 16.6 MB)
-READER_FEEDS = frozenset({OFFERS_FEED, UNMAPPED_FEED})
+# what the reader warehouse is built from: tens of kB of the replay publication's 22.9 MB (the cost
+# feeds are rebuilt from the offers, finetune_costs.v1.csv alone is 16.6 MB)
+READER_FEEDS = frozenset({*OFFERS_FEEDS, UNMAPPED_FEED})
 _CHUNK = 1 << 20
 
 
@@ -174,7 +177,7 @@ def _parse_manifest(raw: bytes, url: str) -> dict[str, Any]:
         raise PullError(f"{url}/{MANIFEST} is not a gpucost manifest ({type(exc).__name__}: {exc})") from None
     if any("/" in e["name"] or e["name"].startswith(".") for e in files):
         raise PullError(f"{url}/{MANIFEST} names a file outside its folder; refusing it")
-    if not any(e["name"] == OFFERS_FEED for e in files):
+    if not any(e["name"] in OFFERS_FEEDS for e in files):
         raise PullError(f"{url}/{MANIFEST} lists no {OFFERS_FEED}: the read commands need it")
     return manifest
 
@@ -291,7 +294,8 @@ def build_reader(path: Path, files: dict[str, Path], manifest: dict[str, Any], u
     generated_at = datetime.fromisoformat(manifest["generated_at"].replace("Z", "+00:00"))
     run_id = manifest.get("run_id") or f"pull-{manifest['generated_at']}"
     mode = "replay" if manifest.get("data_mode") == "replay" else "live"
-    offers = files[OFFERS_FEED].as_posix()
+    offers_feed = next(name for name in OFFERS_FEEDS if name in files)
+    offers = files[offers_feed].as_posix()
     con = open_warehouse(path)
     try:
         build_marts(con, now=generated_at)  # empty: the marts' own schemas, to load the feeds into
@@ -326,7 +330,7 @@ def build_reader(path: Path, files: dict[str, Path], manifest: dict[str, Any], u
             where currency <> 'USD' and fx_rate_date is not null and fx_usd_per_unit is not null
             group by currency, fx_rate_date
             """,
-            [f"{url}/{OFFERS_FEED}", run_id, generated_at],
+            [f"{url}/{offers_feed}", run_id, generated_at],
         )
         if UNMAPPED_FEED in files:
             con.execute(

@@ -250,6 +250,8 @@
     billing: function (o) {
       var text = label(o.billing_granularity);
       if (o.minimum_charge_seconds) text += " (min " + age(o.minimum_charge_seconds) + ")";
+      // a month, a monthly cap, a set-up fee or serverless, in words (answers/billing.py)
+      if (o.billing_rule) text = o.billing_rule;
       return cell(esc(text), text);
     },
     storage: function (o, s, p) {

@@ -17,6 +17,7 @@ final as (
         providers.display_name,
         providers.billing_granularity,
         try_cast(providers.minimum_charge_seconds as double) as minimum_charge_seconds,
+        coalesce(try_cast(providers.serverless as boolean), false) as serverless,
         try_cast(storage.storage_persists_on_stop as boolean) as storage_persists_on_stop,
         nullif(trim(storage.volume_kind), '') as volume_kind,
         try_cast(storage.volume_price_per_gb_month as double) as volume_price_per_gb_month,

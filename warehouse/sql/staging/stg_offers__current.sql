@@ -59,6 +59,13 @@ final as (
             when offers.currency = 'USD' then offers.price_per_hour
             else coalesce(offers.price_per_hour * fx_rates.usd_per_unit, offers.price_usd_per_hour)
         end as price_usd_per_hour,
+        -- the one-time set-up fee per instance (null: none stated), converted with the price's rate
+        offers.setup_fee,
+        case
+            when offers.currency = 'USD' then offers.setup_fee
+            else offers.setup_fee
+                * coalesce(fx_rates.usd_per_unit, offers.price_usd_per_hour / offers.price_per_hour)
+        end as setup_fee_usd,
         case when offers.currency <> 'USD' then fx_rates.usd_per_unit end as fx_usd_per_unit,
         case when offers.currency <> 'USD' then fx_rates.rate_date end as fx_rate_date,
         case when offers.currency <> 'USD' then fx_rates.source end as fx_source,
