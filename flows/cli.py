@@ -945,6 +945,14 @@ def server_start(
     port: Annotated[
         int | None, typer.Option(min=1, max=65535, help="Port on 127.0.0.1 (default 4200, or a free one).")
     ] = None,
+    database: Annotated[
+        str | None,
+        typer.Option(
+            help="PostgreSQL for the server's database, postgresql://user:password@host:5432/db "
+            "(default: PREFECT_API_DATABASE_CONNECTION_URL, else SQLite in PREFECT_HOME).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start a Prefect server in the background; later refreshes become flow runs there."""
     from flows import server
@@ -952,10 +960,13 @@ def server_start(
 
     home = Settings().home
     try:
-        pid, url = server.start(home, port=port)
+        pid, url = server.start(home, port=port, database=database)
+    except server.DatabaseURLError as exc:
+        raise _fail(str(exc), code=2) from None
     except RuntimeError as exc:
         raise _fail(str(exc)) from None
-    console.print(f"Prefect server running (pid {pid}) at {url}; UI at {url.removesuffix('/api')}")
+    on = server.running_database(home) or "SQLite in PREFECT_HOME"
+    console.print(f"Prefect server running (pid {pid}) at {url} on {on}; UI at {url.removesuffix('/api')}")
     console.print(f"for deployments and workers: export PREFECT_API_URL={url}")
 
 
@@ -984,7 +995,8 @@ def server_status() -> None:
         raise typer.Exit(3)
     pid, url = found
     state = "healthy" if server.healthy(url) else "not answering"
-    console.print(f"Prefect server pid {pid} at {url}: {state}; log {server.files(home).log}")
+    on = server.running_database(home) or "SQLite"
+    console.print(f"Prefect server pid {pid} at {url} on {on}: {state}; log {server.files(home).log}")
 
 
 app.command()(cli_finetune.memory)

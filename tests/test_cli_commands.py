@@ -242,24 +242,51 @@ def test_deploy_refuses_without_an_api_or_a_prefect_yaml(
 def test_server_start_says_where_it_runs_and_what_to_export(home: Path, monkeypatch: pytest.MonkeyPatch):
     asked = []
 
-    def start(where: Path, *, port: int | None = None) -> tuple[int, str]:
-        asked.append((where, port))
+    def start(where: Path, *, port: int | None = None, database: str | None = None) -> tuple[int, str]:
+        asked.append((where, port, database))
         return 4321, f"http://127.0.0.1:{port or 4200}/api"
 
     monkeypatch.setattr(server, "start", start)
     result = runner.invoke(app, ["server", "start", "--port", "4555"])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
-        "Prefect server running (pid 4321) at http://127.0.0.1:4555/api; UI at http://127.0.0.1:4555",
+        "Prefect server running (pid 4321) at http://127.0.0.1:4555/api on SQLite in PREFECT_HOME; "
+        "UI at http://127.0.0.1:4555",
         "for deployments and workers: export PREFECT_API_URL=http://127.0.0.1:4555/api",
     ]
     result = runner.invoke(app, ["server", "start"])
     assert result.exit_code == 0 and "at http://127.0.0.1:4200/api" in result.stdout
-    assert asked == [(home, 4555), (home, None)]  # under GPUCOST_HOME; the port only when given
+    # under GPUCOST_HOME; the port and database only when given
+    assert asked == [(home, 4555, None), (home, None, None)]
+
+
+def test_server_start_on_postgres_names_the_database_without_its_password(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+):
+    def start(where: Path, *, port: int | None = None, database: str | None = None) -> tuple[int, str]:
+        assert database == "postgresql://team:s3cret@db:5432/prefect"  # the URL as given, to start()
+        server.files(where).root.mkdir(parents=True, exist_ok=True)
+        server.files(where).database.write_text(server.redact_url(server.database_url(database)) + "\n")
+        return 4321, "http://127.0.0.1:4200/api"
+
+    monkeypatch.setattr(server, "start", start)
+    result = runner.invoke(app, ["server", "start", "--database", "postgresql://team:s3cret@db:5432/prefect"])
+    assert result.exit_code == 0, result.output
+    assert "on postgresql+asyncpg://team:***@db:5432/prefect;" in result.stdout
+    assert "s3cret" not in result.output
+
+
+def test_a_database_that_is_not_postgres_is_a_usage_error_without_the_password(home: Path):
+    result = runner.invoke(app, ["server", "start", "--database", "mysql://team:s3cret@db/prefect"])
+    assert result.exit_code == 2
+    line = only_error_line(result)
+    assert "must be a PostgreSQL URL" in line and "mysql://team:***@db/prefect" in line
+    assert "s3cret" not in result.output
+    assert not server.files(home).pid.exists()  # nothing started
 
 
 def test_a_server_that_will_not_start_is_one_line(home: Path, monkeypatch: pytest.MonkeyPatch):
-    def start(where: Path, *, port: int | None = None) -> tuple[int, str]:
+    def start(where: Path, *, port: int | None = None, database: str | None = None) -> tuple[int, str]:
         raise RuntimeError(f"the Prefect server exited with 1; see {where}/prefect-server/server.log")
 
     monkeypatch.setattr(server, "start", start)
@@ -283,18 +310,25 @@ def test_server_stop_says_whether_one_ran(was_running: bool, says: str, home: Pa
 
 
 @pytest.mark.parametrize("answers", [True, False])
-def test_server_status_names_pid_url_health_and_log(answers: bool, home: Path, monkeypatch):
+@pytest.mark.parametrize("database", [None, "postgresql+asyncpg://team:***@db:5432/prefect"])
+def test_server_status_names_pid_url_database_health_and_log(
+    answers: bool, database: str | None, home: Path, monkeypatch
+):
     where = server.files(home)
     where.root.mkdir(parents=True)
     url = f"http://127.0.0.1:{server.free_port(0)}/api"  # nothing listens there
     where.pid.write_text(f"{os.getpid()}\n")  # a live process stands in for the server
     where.url.write_text(url + "\n")
+    if database:
+        where.database.write_text(database + "\n")  # what start() writes: already redacted
     if answers:
         monkeypatch.setattr(server, "healthy", lambda asked: asked == url)
     result = runner.invoke(app, ["server", "status"])
     assert result.exit_code == 0, result.output
     state = "healthy" if answers else "not answering"
-    assert result.stdout.strip() == f"Prefect server pid {os.getpid()} at {url}: {state}; log {where.log}"
+    on = database or "SQLite"
+    said = " ".join(result.stdout.split())  # the console wraps a long line
+    assert said == f"Prefect server pid {os.getpid()} at {url} on {on}: {state}; log {where.log}"
 
 
 # --- gpus, unmapped -------------------------------------------------------------------------------------
