@@ -120,6 +120,8 @@ class FakePrefect:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.fail(AS_PREFECT_DOES)
+        self.heartbeat: int | None = 180  # Prefect's default PREFECT_FLOWS_HEARTBEAT_FREQUENCY
+        self.automations: list[int] = []  # the heartbeat periods ensure() was called with
 
     def fail(self, codes: dict[str, int]) -> None:
         """Exit with `code` for a command line that contains its words, 0 otherwise."""
@@ -156,7 +158,13 @@ def prefect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakePrefect:
     script.write_text(f"#!{sys.executable}\n{FAKE_PREFECT}")
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    return FakePrefect(folder)
+    fake = FakePrefect(folder)
+    # the automation step talks to the API itself (no `prefect` command): recorded, as the calls are
+    from flows import automations
+
+    monkeypatch.setattr(automations, "heartbeat_seconds", lambda: fake.heartbeat)
+    monkeypatch.setattr(automations, "ensure", lambda heartbeat: fake.automations.append(heartbeat) or "created")
+    return fake
 
 
 def deploy_lines(pool: str) -> list[str]:
@@ -184,6 +192,32 @@ def test_deploy_makes_the_pool_its_queue_limit_and_every_deployment_on_that_pool
     assert [line for line in result.output.splitlines() if line.startswith("$ ")] == [
         f"$ prefect {line}" for line in expected
     ]
+    # last, once the deployments exist: the automation that frees a dead worker's refresh
+    assert prefect.automations == [180]
+    said = " ".join(result.stdout.split())
+    assert "automation 'gpucost: crash refreshes whose worker died' created: a refresh silent for 360 s" in said
+
+
+def test_deploy_can_register_another_prefect_file(project: Path, prefect: FakePrefect):
+    (project / "deployments" / "team.yaml").write_text("deployments: [{name: replay-every-hour}]\n")
+    result = runner.invoke(app, ["deploy", "--prefect-file", "deployments/team.yaml"])
+    assert result.exit_code == 0, result.output
+    assert prefect.lines()[-1] == (
+        "--no-prompt deploy --pool gpucost --prefect-file deployments/team.yaml --name replay-every-hour"
+    )
+    result = runner.invoke(app, ["deploy", "--prefect-file", "deployments/missing.yaml"])
+    assert result.exit_code == 2 and "no flows/refresh.py or deployments/missing.yaml" in only_error_line(result)
+
+
+def test_deploy_with_heartbeats_off_warns_that_a_dead_worker_blocks_the_queue(
+    project: Path, prefect: FakePrefect
+):
+    prefect.heartbeat = None
+    result = runner.invoke(app, ["deploy"])
+    assert result.exit_code == 0, result.output
+    assert prefect.automations == []
+    warned = " ".join(result.stderr.split())
+    assert "PREFECT_FLOWS_HEARTBEAT_FREQUENCY is off: a refresh whose worker dies stays Running" in warned
 
 
 def test_a_new_queue_gets_its_limit_without_the_fallback(project: Path, prefect: FakePrefect):
@@ -643,13 +677,25 @@ def test_deploy_registers_every_deployment_on_the_pool_asked_for(prefect_harness
 
     import flows.refresh  # noqa: F401  (see test_refresh_with_a_prefect_api_is_a_flow_run_there)
 
+    from prefect.automations import Automation
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    from flows import automations
+
     pool = f"gpucost-test-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
     monkeypatch.setenv("GPUCOST_PROJECT_DIR", str(REPO))
-    result = runner.invoke(app, ["deploy", "--work-pool", pool])
-    assert result.exit_code == 0, result.output
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 45}):  # the harness turns them off
+        result = runner.invoke(app, ["deploy", "--work-pool", pool])
+        assert result.exit_code == 0, result.output
+        again = runner.invoke(app, ["deploy", "--work-pool", pool])  # a second deploy updates it
+        assert again.exit_code == 0 and f"{automations.NAME!r} updated" in again.stdout
     with get_client(sync_client=True) as client:
         try:
+            made = client.read_automations_by_name(automations.NAME)
+            assert len(made) == 1 and made[0].enabled
+            assert made[0].trigger.within.total_seconds() == 90  # type: ignore[union-attr]
+            assert made[0].actions[0].type == "change-flow-run-state"
             deployments = client.read_deployments(
                 work_pool_filter=WorkPoolFilter(name=WorkPoolFilterName(any_=[pool]))
             )
@@ -668,6 +714,8 @@ def test_deploy_registers_every_deployment_on_the_pool_asked_for(prefect_harness
             ):
                 client.delete_deployment(deployment.id)
             client.delete_work_pool(pool)
+            for automation in client.read_automations_by_name(automations.NAME):
+                Automation.read(id=automation.id).delete()
 
 
 # The command, in its own process, with the warehouse taken after the command's own checks, inside
