@@ -934,8 +934,9 @@ def _ensure_crash_automation() -> None:
     heartbeat = automations.heartbeat_seconds()
     if heartbeat is None:
         err.print(
-            "[yellow]PREFECT_FLOWS_HEARTBEAT_FREQUENCY is off: a refresh whose worker dies stays Running "
-            "and holds the queue until you set it Crashed by hand; unset it (default 180 s) and deploy again[/]"
+            "[yellow]PREFECT_FLOWS_HEARTBEAT_FREQUENCY is off: a refresh whose worker dies stays "
+            "Running and holds the queue until you set it Crashed by hand; unset it (default 180 s) "
+            "and deploy again[/]"
         )
         return
     done = automations.ensure(heartbeat)

@@ -69,7 +69,8 @@ class TempPostgres:
         """A plain `postgresql://` URL, the form a user writes (the password percent-encoded)."""
         from urllib.parse import quote
 
-        return f"postgresql://{self.user}:{quote(self.password, safe='')}@127.0.0.1:{self.port}/{self.database}"
+        password = quote(self.password, safe="")
+        return f"postgresql://{self.user}:{password}@127.0.0.1:{self.port}/{self.database}"
 
     def _as_server_user(self) -> dict[str, Any]:
         if os.geteuid() != 0:
@@ -109,7 +110,8 @@ class TempPostgres:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"postgres exited with {self.process.returncode}: {log.read_text()[-2000:]}")
+                said = log.read_text()[-2000:]
+                raise RuntimeError(f"postgres exited with {self.process.returncode}: {said}")
             try:
                 self.execute("select 1", database="postgres")
                 break

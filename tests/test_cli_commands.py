@@ -163,8 +163,16 @@ def prefect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakePrefect:
     from flows import automations
 
     monkeypatch.setattr(automations, "heartbeat_seconds", lambda: fake.heartbeat)
-    monkeypatch.setattr(automations, "ensure", lambda heartbeat: fake.automations.append(heartbeat) or "created")
+    monkeypatch.setattr(
+        automations, "ensure", lambda heartbeat: fake.automations.append(heartbeat) or "created"
+    )
     return fake
+
+
+def automations_name() -> str:
+    from flows import automations  # imports Prefect: only in the tests that deploy
+
+    return automations.NAME
 
 
 def deploy_lines(pool: str) -> list[str]:
@@ -195,7 +203,7 @@ def test_deploy_makes_the_pool_its_queue_limit_and_every_deployment_on_that_pool
     # last, once the deployments exist: the automation that frees a dead worker's refresh
     assert prefect.automations == [180]
     said = " ".join(result.stdout.split())
-    assert "automation 'gpucost: crash refreshes whose worker died' created: a refresh silent for 360 s" in said
+    assert f"automation {automations_name()!r} created: a refresh silent for 360 s" in said
 
 
 def test_deploy_can_register_another_prefect_file(project: Path, prefect: FakePrefect):
@@ -206,7 +214,8 @@ def test_deploy_can_register_another_prefect_file(project: Path, prefect: FakePr
         "--no-prompt deploy --pool gpucost --prefect-file deployments/team.yaml --name replay-every-hour"
     )
     result = runner.invoke(app, ["deploy", "--prefect-file", "deployments/missing.yaml"])
-    assert result.exit_code == 2 and "no flows/refresh.py or deployments/missing.yaml" in only_error_line(result)
+    assert result.exit_code == 2
+    assert "no flows/refresh.py or deployments/missing.yaml" in only_error_line(result)
 
 
 def test_deploy_with_heartbeats_off_warns_that_a_dead_worker_blocks_the_queue(
@@ -671,15 +680,12 @@ def test_refresh_with_a_prefect_api_is_a_flow_run_there(prefect_harness, home: P
 
 def test_deploy_registers_every_deployment_on_the_pool_asked_for(prefect_harness, monkeypatch):
     """The real `prefect` commands against the session's test server."""
+    from prefect.automations import Automation
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import WorkPoolFilter, WorkPoolFilterName
-    from prefect.settings import PREFECT_API_URL
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     import flows.refresh  # noqa: F401  (see test_refresh_with_a_prefect_api_is_a_flow_run_there)
-
-    from prefect.automations import Automation
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
     from flows import automations
 
     pool = f"gpucost-test-{uuid.uuid4().hex[:8]}"

@@ -463,7 +463,9 @@ def test_the_database_reaches_the_server_by_its_environment_only(
     home: Path, stand_in: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PREFECT_API_DATABASE_CONNECTION_URL", "postgresql://old:stale@elsewhere/db")
-    seen, _ = _start_showing_env(home, stand_in, tmp_path, database="postgresql://team:s3cret@db:5432/prefect")
+    seen, _ = _start_showing_env(
+        home, stand_in, tmp_path, database="postgresql://team:s3cret@db:5432/prefect"
+    )
     # both of Prefect's names, so a stale value of either cannot win
     assert seen == ["postgresql+asyncpg://team:s3cret@db:5432/prefect"] * 2
     where = server.files(home)
@@ -493,6 +495,8 @@ def test_a_running_server_on_another_database_is_not_taken_for_the_one_asked(
     home: Path, stand_in: Path, tmp_path: Path
 ) -> None:
     pid, url = _start(home, stand_in)  # on SQLite
-    with pytest.raises(RuntimeError, match=r"already runs .* on SQLite, not on postgresql\+asyncpg://team:\*\*\*@db"):
+    with pytest.raises(
+        RuntimeError, match=r"already runs .* on SQLite, not on postgresql\+asyncpg://team:\*\*\*@db"
+    ):
         server.start(home, database="postgresql://team:s3cret@db/prefect")
     assert server.start(home) == (pid, url)  # asking for nothing in particular finds it
