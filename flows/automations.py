@@ -57,8 +57,10 @@ def silent_refreshes(heartbeat: int) -> Automation:
         ),
         actions=[
             ChangeFlowRunState(
+                name="Crashed",
                 state=StateType.CRASHED,
                 message=f"no heartbeat for {MISSED_HEARTBEATS * heartbeat} s: its worker or process died",
+                force=False,  # a run that finished meanwhile keeps its own final state
             )
         ],
     )
@@ -68,7 +70,8 @@ def ensure(heartbeat: int) -> str:
     """Create the automation, or update the one a previous deploy made; what was done."""
     wanted = silent_refreshes(heartbeat)
     try:
-        existing = Automation.read(name=NAME)
+        # Prefect types read() as sync-or-awaitable (async_dispatch); called from sync code it is sync
+        existing: Automation = Automation.read(name=NAME)  # type: ignore[assignment]
     except ValueError:  # Prefect's "not found"
         wanted.create()
         return "created"
