@@ -350,3 +350,20 @@ def test_a_worker_killed_mid_run_leaves_a_run_the_next_one_recovers(team: Team) 
     # marked by the next run as it started
     assert recorded[doomed]["finished_at"] <= recorded[recovery]["finished_at"]
     assert all(team.workers[name].poll() is None for name in team.workers if name != owner)
+
+
+def test_the_database_password_is_in_no_log_or_file(team: Team) -> None:
+    # after the server, the deploy, both workers and their flow runs have written what they write
+    from urllib.parse import quote
+
+    secret = team.prefect.postgres.password
+    written = [*team.root.glob("*.log"), *(team.prefect.home / "prefect-server").iterdir()]
+    assert any(path.name == "server.log" for path in written)
+    for path in written:
+        text = path.read_text(errors="replace")
+        assert secret not in text and quote(secret, safe="") not in text, path
+    assert (
+        (team.prefect.home / "prefect-server" / "database")
+        .read_text()
+        .startswith("postgresql+asyncpg://gpucost:***@")
+    )
