@@ -875,12 +875,17 @@ def gc(
 @app.command()
 def deploy(
     work_pool: Annotated[str, typer.Option(help="The process work pool the deployments use.")] = "gpucost",
+    prefect_file: Annotated[
+        str, typer.Option(help="The deployments to register (relative to GPUCOST_PROJECT_DIR, or absolute).")
+    ] = "deployments/prefect.yaml",
 ) -> None:
     """Register the scheduled deployments of deployments/prefect.yaml with the Prefect server.
 
     Needs GPUCOST_PROJECT_DIR (the checkout workers run the flow from) and PREFECT_API_URL (a
     running `prefect server start`). The work queue gets a concurrency limit of 1, so an
-    overlapping scheduled run waits instead of meeting a busy warehouse.
+    overlapping scheduled run waits instead of meeting a busy warehouse, and an automation sets a
+    refresh whose worker died `Crashed` once its heartbeats stop (flows/automations.py), so the
+    next one is not queued behind it for ever.
     """
     project = os.environ.get("GPUCOST_PROJECT_DIR")
     if not project:
@@ -889,7 +894,6 @@ def deploy(
             "so workers run the flow from this checkout",
             code=2,
         )
-    prefect_file = "deployments/prefect.yaml"
     if not all((Path(project) / name).is_file() for name in ("flows/refresh.py", prefect_file)):
         raise _fail(
             f"GPUCOST_PROJECT_DIR={project} is not a gpucost checkout "
@@ -920,6 +924,27 @@ def deploy(
             code = _run_step(step, project)
         if code != 0:
             raise _fail(f"`{' '.join(step)}` failed (exit {code}); see its output above")
+    _ensure_crash_automation()
+
+
+def _ensure_crash_automation() -> None:
+    """The automation that frees the slots of a refresh whose worker died (flows/automations.py)."""
+    from flows import automations
+
+    heartbeat = automations.heartbeat_seconds()
+    if heartbeat is None:
+        err.print(
+            "[yellow]PREFECT_FLOWS_HEARTBEAT_FREQUENCY is off: a refresh whose worker dies stays "
+            "Running and holds the queue until you set it Crashed by hand; unset it (default 180 s) "
+            "and deploy again[/]"
+        )
+        return
+    done = automations.ensure(heartbeat)
+    console.print(
+        f"automation {automations.NAME!r} {done}: a refresh silent for "
+        f"{automations.MISSED_HEARTBEATS * heartbeat} s is set Crashed "
+        f"(workers must send heartbeats every {heartbeat} s: the same PREFECT_FLOWS_HEARTBEAT_FREQUENCY)"
+    )
 
 
 def _run_step(step: list[str], cwd: str) -> int:
@@ -945,6 +970,14 @@ def server_start(
     port: Annotated[
         int | None, typer.Option(min=1, max=65535, help="Port on 127.0.0.1 (default 4200, or a free one).")
     ] = None,
+    database: Annotated[
+        str | None,
+        typer.Option(
+            help="PostgreSQL for the server's database, postgresql://user:password@host:5432/db "
+            "(default: PREFECT_API_DATABASE_CONNECTION_URL, else SQLite in PREFECT_HOME).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start a Prefect server in the background; later refreshes become flow runs there."""
     from flows import server
@@ -952,10 +985,13 @@ def server_start(
 
     home = Settings().home
     try:
-        pid, url = server.start(home, port=port)
+        pid, url = server.start(home, port=port, database=database)
+    except server.DatabaseURLError as exc:
+        raise _fail(str(exc), code=2) from None
     except RuntimeError as exc:
         raise _fail(str(exc)) from None
-    console.print(f"Prefect server running (pid {pid}) at {url}; UI at {url.removesuffix('/api')}")
+    on = server.running_database(home) or "SQLite in PREFECT_HOME"
+    console.print(f"Prefect server running (pid {pid}) at {url} on {on}; UI at {url.removesuffix('/api')}")
     console.print(f"for deployments and workers: export PREFECT_API_URL={url}")
 
 
@@ -984,7 +1020,8 @@ def server_status() -> None:
         raise typer.Exit(3)
     pid, url = found
     state = "healthy" if server.healthy(url) else "not answering"
-    console.print(f"Prefect server pid {pid} at {url}: {state}; log {server.files(home).log}")
+    on = server.running_database(home) or "SQLite"
+    console.print(f"Prefect server pid {pid} at {url} on {on}: {state}; log {server.files(home).log}")
 
 
 app.command()(cli_finetune.memory)

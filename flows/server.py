@@ -5,12 +5,20 @@ Runs `prefect server start` in the background on loopback, with its pid, URL and
 tracking, logs, artifacts; the deployments of the README's "Scheduled runs" use the same server);
 without it, and without `PREFECT_API_URL`, a refresh runs in-process with no Prefect at all.
 
+The server's database is SQLite in `PREFECT_HOME` unless a PostgreSQL URL is given (`--database`,
+or Prefect's own setting `PREFECT_API_DATABASE_CONNECTION_URL`), the database Prefect recommends
+once several workers share one server. A plain `postgresql://` URL is given the asyncpg driver
+Prefect's server needs. The URL holds a password: it reaches the server only through its
+environment, and everything this module writes or says (the `database` file, errors) shows it
+with the password as `***` (`redact_url`).
+
 Nothing here imports Prefect: the server is a subprocess, its health a plain HTTP GET.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import socket
@@ -20,12 +28,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 4200
 START_TIMEOUT_SECONDS = 120.0  # a first start migrates a new database: ~20 s on 2 cores
+# Prefect's name for the setting and the one it reads first (prefect.settings.models.server.database)
+DATABASE_VARIABLES = ("PREFECT_SERVER_DATABASE_CONNECTION_URL", "PREFECT_API_DATABASE_CONNECTION_URL")
+POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+asyncpg")
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,66 @@ class ServerFiles:
     @property
     def log(self) -> Path:
         return self.root / "server.log"
+
+    @property
+    def database(self) -> Path:
+        """The running server's database URL, password redacted (absent: SQLite)."""
+        return self.root / "database"
+
+
+class DatabaseURLError(ValueError):
+    """A database URL the server cannot use; the message shows it redacted and says what to give."""
+
+
+def redact_url(url: str) -> str:
+    """`url` with its password (if any) as `***`; anything unparsable as `***` whole."""
+    if "://" not in url:
+        return "***" if "@" in url else url  # no URL to take apart: a user:password@ may be in it
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "***"
+    if password is None:
+        return url
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=user + host))
+
+
+def database_url(url: str) -> str:
+    """The URL Prefect's server is given for `url`: PostgreSQL through asyncpg.
+
+    `postgresql://` and `postgres://` (what psql, libpq and most hosts hand out) become
+    `postgresql+asyncpg://`; anything else is refused, since Prefect supports PostgreSQL and the
+    default SQLite only, and SQLite needs no URL.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in POSTGRES_SCHEMES:
+        raise DatabaseURLError(
+            f"the Prefect server's database must be a PostgreSQL URL such as "
+            f"postgresql://user:password@host:5432/prefect, not {redact_url(url)!r} "
+            "(leave --database out for SQLite in PREFECT_HOME)"
+        )
+    if importlib.util.find_spec("asyncpg") is None:
+        raise DatabaseURLError(
+            "PostgreSQL needs the asyncpg driver, which is missing from this environment: "
+            "run `uv sync` (it comes with prefect) and start the server again"
+        )
+    return f"postgresql+asyncpg://{rest}"
+
+
+def configured_database() -> str | None:
+    """The database URL Prefect's own setting names in the environment, if any (first wins)."""
+    return next((os.environ[name] for name in DATABASE_VARIABLES if os.environ.get(name)), None)
+
+
+def running_database(home: Path) -> str | None:
+    """The running managed server's database, redacted; None for SQLite (or no server)."""
+    try:
+        return files(home).database.read_text().strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def files(home: Path) -> ServerFiles:
@@ -110,10 +182,25 @@ def start(
     port: int | None = None,
     command: Sequence[str] | None = None,
     timeout: float = START_TIMEOUT_SECONDS,
+    database: str | None = None,
 ) -> tuple[int, str]:
-    """Start the server in the background (or return the one running); (pid, API URL)."""
+    """Start the server in the background (or return the one running); (pid, API URL).
+
+    `database`: a PostgreSQL URL (default: Prefect's setting in the environment, else SQLite).
+    Raises `DatabaseURLError` for a URL it cannot use, before anything starts.
+    """
+    wanted = database or configured_database()
+    url_for_prefect = database_url(wanted) if wanted else None
+    shown = redact_url(url_for_prefect) if url_for_prefect else None
     found = running(home)
     if found:
+        # asked for a database (an option or Prefect's setting): the running server must be on it
+        if wanted and shown != running_database(home):
+            on = running_database(home) or "SQLite"
+            raise RuntimeError(
+                f"a Prefect server already runs (pid {found[0]}) on {on}, not on {shown or 'SQLite'}: "
+                "run `gpucost server stop` first"
+            )
         return found
     if port and free_port(port) != port:
         # whatever answers there would pass the health check below for the server just started
@@ -123,6 +210,9 @@ def start(
     port = port or free_port()
     url = f"http://{HOST}:{port}/api"
     env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    if url_for_prefect:
+        # both names: Prefect reads the first it finds, and a stale value of either must not win
+        env |= dict.fromkeys(DATABASE_VARIABLES, url_for_prefect)
     with where.log.open("ab") as log:
         process = subprocess.Popen(
             list(command or server_command(port)),
@@ -134,6 +224,10 @@ def start(
         )
     where.pid.write_text(f"{process.pid}\n")
     where.url.write_text(url + "\n")
+    if shown:
+        where.database.write_text(shown + "\n")
+    else:
+        where.database.unlink(missing_ok=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -179,3 +273,4 @@ def stop(home: Path, *, timeout: float = 20.0) -> bool:
 def _forget(where: ServerFiles) -> None:
     where.pid.unlink(missing_ok=True)
     where.url.unlink(missing_ok=True)
+    where.database.unlink(missing_ok=True)

@@ -5,6 +5,9 @@
 - `shared_raw` points at ../shared/data/raw (other people's captures, never copied into this repo)
   and skips the test with a clear reason when it is absent.
 - `prefect_harness` is the one session-scoped Prefect test server; request it only in flow tests.
+- `postgres_prefect` is the one session-scoped Prefect server on a real PostgreSQL (tests/postgres.py:
+  initdb in a temp dir, loopback, stopped at teardown), started by `gpucost server start
+  --database`'s own code; it skips when PostgreSQL is not installed.
 - Prefect's home (its memo store, persisted results, profiles) is a temporary folder for the whole
   session unless the caller chose one (`.ci/run` does): a plain `uv run pytest` never writes into
   `~/.prefect`.
@@ -19,7 +22,9 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,3 +101,51 @@ def prefect_harness() -> Iterator[None]:
         temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
     ):
         yield
+
+
+@dataclass(frozen=True)
+class PostgresPrefect:
+    """A Prefect server on PostgreSQL: its API URL, the database (to query directly), its home."""
+
+    api_url: str
+    postgres: Any  # tests.postgres.TempPostgres
+    home: Path  # the GPUCOST_HOME whose prefect-server/ holds the server's pid, URL and log
+
+
+# Server settings for a test that must end in minutes (the defaults suit a team's server): a run
+# refused a deployment's concurrency slot retries after 3 s instead of 30, the scheduler looks for
+# schedules to fill every 5 s instead of 60
+POSTGRES_SERVER_SETTINGS = {
+    "PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS": "3",
+    "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5",
+}
+
+
+@pytest.fixture(scope="session")
+def postgres_prefect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresPrefect]:
+    """One PostgreSQL and one Prefect server on it for the whole session (~20 s to start)."""
+    from flows import server
+    from tests.postgres import TempPostgres, binaries
+
+    found = binaries()
+    if found is None:
+        pytest.skip("PostgreSQL is not installed (Debian's `postgresql` package; .ci/run installs it)")
+    home = tmp_path_factory.mktemp("postgres-prefect")
+    postgres = TempPostgres(found)
+    saved = {name: os.environ.get(name) for name in (*POSTGRES_SERVER_SETTINGS, "PREFECT_HOME")}
+    try:
+        postgres.start()
+        # the server's own Prefect home and settings: set for start(), which passes its environment on
+        os.environ.update(POSTGRES_SERVER_SETTINGS, PREFECT_HOME=str(home / "server-prefect-home"))
+        try:
+            _, url = server.start(home, port=server.free_port(0), database=postgres.url)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        yield PostgresPrefect(url, postgres, home)
+    finally:
+        server.stop(home)
+        postgres.stop()

@@ -120,6 +120,8 @@ class FakePrefect:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.fail(AS_PREFECT_DOES)
+        self.heartbeat: int | None = 180  # Prefect's default PREFECT_FLOWS_HEARTBEAT_FREQUENCY
+        self.automations: list[int] = []  # the heartbeat periods ensure() was called with
 
     def fail(self, codes: dict[str, int]) -> None:
         """Exit with `code` for a command line that contains its words, 0 otherwise."""
@@ -156,7 +158,21 @@ def prefect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakePrefect:
     script.write_text(f"#!{sys.executable}\n{FAKE_PREFECT}")
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    return FakePrefect(folder)
+    fake = FakePrefect(folder)
+    # the automation step talks to the API itself (no `prefect` command): recorded, as the calls are
+    from flows import automations
+
+    monkeypatch.setattr(automations, "heartbeat_seconds", lambda: fake.heartbeat)
+    monkeypatch.setattr(
+        automations, "ensure", lambda heartbeat: fake.automations.append(heartbeat) or "created"
+    )
+    return fake
+
+
+def automations_name() -> str:
+    from flows import automations  # imports Prefect: only in the tests that deploy
+
+    return automations.NAME
 
 
 def deploy_lines(pool: str) -> list[str]:
@@ -184,6 +200,33 @@ def test_deploy_makes_the_pool_its_queue_limit_and_every_deployment_on_that_pool
     assert [line for line in result.output.splitlines() if line.startswith("$ ")] == [
         f"$ prefect {line}" for line in expected
     ]
+    # last, once the deployments exist: the automation that frees a dead worker's refresh
+    assert prefect.automations == [180]
+    said = " ".join(result.stdout.split())
+    assert f"automation {automations_name()!r} created: a refresh silent for 360 s" in said
+
+
+def test_deploy_can_register_another_prefect_file(project: Path, prefect: FakePrefect):
+    (project / "deployments" / "team.yaml").write_text("deployments: [{name: replay-every-hour}]\n")
+    result = runner.invoke(app, ["deploy", "--prefect-file", "deployments/team.yaml"])
+    assert result.exit_code == 0, result.output
+    assert prefect.lines()[-1] == (
+        "--no-prompt deploy --pool gpucost --prefect-file deployments/team.yaml --name replay-every-hour"
+    )
+    result = runner.invoke(app, ["deploy", "--prefect-file", "deployments/missing.yaml"])
+    assert result.exit_code == 2
+    assert "no flows/refresh.py or deployments/missing.yaml" in only_error_line(result)
+
+
+def test_deploy_with_heartbeats_off_warns_that_a_dead_worker_blocks_the_queue(
+    project: Path, prefect: FakePrefect
+):
+    prefect.heartbeat = None
+    result = runner.invoke(app, ["deploy"])
+    assert result.exit_code == 0, result.output
+    assert prefect.automations == []
+    warned = " ".join(result.stderr.split())
+    assert "PREFECT_FLOWS_HEARTBEAT_FREQUENCY is off: a refresh whose worker dies stays Running" in warned
 
 
 def test_a_new_queue_gets_its_limit_without_the_fallback(project: Path, prefect: FakePrefect):
@@ -242,24 +285,51 @@ def test_deploy_refuses_without_an_api_or_a_prefect_yaml(
 def test_server_start_says_where_it_runs_and_what_to_export(home: Path, monkeypatch: pytest.MonkeyPatch):
     asked = []
 
-    def start(where: Path, *, port: int | None = None) -> tuple[int, str]:
-        asked.append((where, port))
+    def start(where: Path, *, port: int | None = None, database: str | None = None) -> tuple[int, str]:
+        asked.append((where, port, database))
         return 4321, f"http://127.0.0.1:{port or 4200}/api"
 
     monkeypatch.setattr(server, "start", start)
     result = runner.invoke(app, ["server", "start", "--port", "4555"])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
-        "Prefect server running (pid 4321) at http://127.0.0.1:4555/api; UI at http://127.0.0.1:4555",
+        "Prefect server running (pid 4321) at http://127.0.0.1:4555/api on SQLite in PREFECT_HOME; "
+        "UI at http://127.0.0.1:4555",
         "for deployments and workers: export PREFECT_API_URL=http://127.0.0.1:4555/api",
     ]
     result = runner.invoke(app, ["server", "start"])
     assert result.exit_code == 0 and "at http://127.0.0.1:4200/api" in result.stdout
-    assert asked == [(home, 4555), (home, None)]  # under GPUCOST_HOME; the port only when given
+    # under GPUCOST_HOME; the port and database only when given
+    assert asked == [(home, 4555, None), (home, None, None)]
+
+
+def test_server_start_on_postgres_names_the_database_without_its_password(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+):
+    def start(where: Path, *, port: int | None = None, database: str | None = None) -> tuple[int, str]:
+        assert database == "postgresql://team:s3cret@db:5432/prefect"  # the URL as given, to start()
+        server.files(where).root.mkdir(parents=True, exist_ok=True)
+        server.files(where).database.write_text(server.redact_url(server.database_url(database)) + "\n")
+        return 4321, "http://127.0.0.1:4200/api"
+
+    monkeypatch.setattr(server, "start", start)
+    result = runner.invoke(app, ["server", "start", "--database", "postgresql://team:s3cret@db:5432/prefect"])
+    assert result.exit_code == 0, result.output
+    assert "on postgresql+asyncpg://team:***@db:5432/prefect;" in result.stdout
+    assert "s3cret" not in result.output
+
+
+def test_a_database_that_is_not_postgres_is_a_usage_error_without_the_password(home: Path):
+    result = runner.invoke(app, ["server", "start", "--database", "mysql://team:s3cret@db/prefect"])
+    assert result.exit_code == 2
+    line = only_error_line(result)
+    assert "must be a PostgreSQL URL" in line and "mysql://team:***@db/prefect" in line
+    assert "s3cret" not in result.output
+    assert not server.files(home).pid.exists()  # nothing started
 
 
 def test_a_server_that_will_not_start_is_one_line(home: Path, monkeypatch: pytest.MonkeyPatch):
-    def start(where: Path, *, port: int | None = None) -> tuple[int, str]:
+    def start(where: Path, *, port: int | None = None, database: str | None = None) -> tuple[int, str]:
         raise RuntimeError(f"the Prefect server exited with 1; see {where}/prefect-server/server.log")
 
     monkeypatch.setattr(server, "start", start)
@@ -283,18 +353,25 @@ def test_server_stop_says_whether_one_ran(was_running: bool, says: str, home: Pa
 
 
 @pytest.mark.parametrize("answers", [True, False])
-def test_server_status_names_pid_url_health_and_log(answers: bool, home: Path, monkeypatch):
+@pytest.mark.parametrize("database", [None, "postgresql+asyncpg://team:***@db:5432/prefect"])
+def test_server_status_names_pid_url_database_health_and_log(
+    answers: bool, database: str | None, home: Path, monkeypatch
+):
     where = server.files(home)
     where.root.mkdir(parents=True)
     url = f"http://127.0.0.1:{server.free_port(0)}/api"  # nothing listens there
     where.pid.write_text(f"{os.getpid()}\n")  # a live process stands in for the server
     where.url.write_text(url + "\n")
+    if database:
+        where.database.write_text(database + "\n")  # what start() writes: already redacted
     if answers:
         monkeypatch.setattr(server, "healthy", lambda asked: asked == url)
     result = runner.invoke(app, ["server", "status"])
     assert result.exit_code == 0, result.output
     state = "healthy" if answers else "not answering"
-    assert result.stdout.strip() == f"Prefect server pid {os.getpid()} at {url}: {state}; log {where.log}"
+    on = database or "SQLite"
+    said = " ".join(result.stdout.split())  # the console wraps a long line
+    assert said == f"Prefect server pid {os.getpid()} at {url} on {on}: {state}; log {where.log}"
 
 
 # --- gpus, unmapped -------------------------------------------------------------------------------------
@@ -603,19 +680,28 @@ def test_refresh_with_a_prefect_api_is_a_flow_run_there(prefect_harness, home: P
 
 def test_deploy_registers_every_deployment_on_the_pool_asked_for(prefect_harness, monkeypatch):
     """The real `prefect` commands against the session's test server."""
+    from prefect.automations import Automation
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import WorkPoolFilter, WorkPoolFilterName
-    from prefect.settings import PREFECT_API_URL
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     import flows.refresh  # noqa: F401  (see test_refresh_with_a_prefect_api_is_a_flow_run_there)
+    from flows import automations
 
     pool = f"gpucost-test-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("PREFECT_API_URL", PREFECT_API_URL.value())
     monkeypatch.setenv("GPUCOST_PROJECT_DIR", str(REPO))
-    result = runner.invoke(app, ["deploy", "--work-pool", pool])
-    assert result.exit_code == 0, result.output
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 45}):  # the harness turns them off
+        result = runner.invoke(app, ["deploy", "--work-pool", pool])
+        assert result.exit_code == 0, result.output
+        again = runner.invoke(app, ["deploy", "--work-pool", pool])  # a second deploy updates it
+        assert again.exit_code == 0 and f"{automations.NAME!r} updated" in again.stdout
     with get_client(sync_client=True) as client:
         try:
+            made = client.read_automations_by_name(automations.NAME)
+            assert len(made) == 1 and made[0].enabled
+            assert made[0].trigger.within.total_seconds() == 90  # type: ignore[union-attr]
+            assert made[0].actions[0].type == "change-flow-run-state"
             deployments = client.read_deployments(
                 work_pool_filter=WorkPoolFilter(name=WorkPoolFilterName(any_=[pool]))
             )
@@ -634,6 +720,8 @@ def test_deploy_registers_every_deployment_on_the_pool_asked_for(prefect_harness
             ):
                 client.delete_deployment(deployment.id)
             client.delete_work_pool(pool)
+            for automation in client.read_automations_by_name(automations.NAME):
+                Automation.read(id=automation.id).delete()
 
 
 # The command, in its own process, with the warehouse taken after the command's own checks, inside

@@ -380,3 +380,123 @@ def test_stop_never_signals_a_process_that_reused_a_stale_pid(home: Path) -> Non
     finally:
         bystander.kill()
         bystander.wait()
+
+
+# --- the database: PostgreSQL URLs, redacted ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql+asyncpg://team:s3cret@db:5432/prefect", "postgresql+asyncpg://team:***@db:5432/prefect"),
+        ("postgresql://team:p%40ss%2Fw@db/prefect", "postgresql://team:***@db/prefect"),  # escaped @ and /
+        ("postgresql://:s3cret@db/prefect", "postgresql://:***@db/prefect"),  # a password, no user
+        ("postgresql://team@db/prefect", "postgresql://team@db/prefect"),  # nothing to hide
+        ("postgresql://team:s3cret@[::1/prefect", "***"),  # unparsable: nothing of it is shown
+        ("team:s3cret@db/prefect", "***"),  # no scheme: a password may still be in it
+        ("prefect.db", "prefect.db"),
+    ],
+)
+def test_redact_url_hides_the_password_only(url: str, shown: str) -> None:
+    assert server.redact_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://team:s3cret@db:5432/prefect",
+        "postgres://team:s3cret@db:5432/prefect",  # the form Heroku and others hand out
+        "postgresql+asyncpg://team:s3cret@db:5432/prefect",
+        "POSTGRESQL://team:s3cret@db:5432/prefect",
+    ],
+)
+def test_a_postgres_url_gets_the_asyncpg_driver_prefect_needs(url: str) -> None:
+    assert server.database_url(url) == "postgresql+asyncpg://team:s3cret@db:5432/prefect"
+
+
+def test_a_unix_socket_url_keeps_its_query() -> None:
+    url = "postgresql:///prefect?host=/var/run/postgresql"
+    assert server.database_url(url) == "postgresql+asyncpg:///prefect?host=/var/run/postgresql"
+
+
+@pytest.mark.parametrize(
+    "url", ["mysql://team:s3cret@db/prefect", "sqlite:///tmp/prefect.db", "team:s3cret@db/prefect"]
+)
+def test_a_url_prefect_cannot_use_is_refused_redacted(url: str) -> None:
+    with pytest.raises(server.DatabaseURLError, match="must be a PostgreSQL URL") as raised:
+        server.database_url(url)
+    assert "s3cret" not in str(raised.value)
+
+
+def test_a_missing_asyncpg_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(server.DatabaseURLError, match=r"asyncpg driver.*uv sync"):
+        server.database_url("postgresql://team:s3cret@db/prefect")
+
+
+SHOW_ENV = textwrap.dedent(
+    """
+    import os, sys
+    names = ["PREFECT_SERVER_DATABASE_CONNECTION_URL", "PREFECT_API_DATABASE_CONNECTION_URL"]
+    with open(sys.argv[2], "w") as out:
+        out.write("\\n".join(os.environ.get(name, "-") for name in names))
+    sys.argv = [sys.argv[3], sys.argv[1]]
+    exec(open(sys.argv[0]).read(), {"__name__": "__main__"})
+    """
+)
+
+
+def _start_showing_env(home: Path, stand_in: Path, tmp_path: Path, **options: str) -> tuple[list[str], str]:
+    """Start the stand-in through a wrapper that writes the database variables it was given."""
+    wrapper, seen = tmp_path / "show_env.py", tmp_path / "env.txt"
+    wrapper.write_text(SHOW_ENV)
+    port = server.free_port(0)
+    pid, url = server.start(
+        home, port=port, command=[sys.executable, str(wrapper), str(port), str(seen), str(stand_in)],
+        timeout=30, **options,
+    )  # fmt: skip
+    STARTED.append(pid)
+    return seen.read_text().splitlines(), url
+
+
+def test_the_database_reaches_the_server_by_its_environment_only(
+    home: Path, stand_in: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PREFECT_API_DATABASE_CONNECTION_URL", "postgresql://old:stale@elsewhere/db")
+    seen, _ = _start_showing_env(
+        home, stand_in, tmp_path, database="postgresql://team:s3cret@db:5432/prefect"
+    )
+    # both of Prefect's names, so a stale value of either cannot win
+    assert seen == ["postgresql+asyncpg://team:s3cret@db:5432/prefect"] * 2
+    where = server.files(home)
+    assert where.database.read_text() == "postgresql+asyncpg://team:***@db:5432/prefect\n"
+    assert server.running_database(home) == "postgresql+asyncpg://team:***@db:5432/prefect"
+    for written in where.root.iterdir():  # the pid, URL, database and log files
+        assert "s3cret" not in written.read_text(), written
+    assert server.stop(home)
+    assert not where.database.exists() and server.running_database(home) is None
+
+
+def test_prefects_own_setting_is_the_default_database(
+    home: Path, stand_in: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PREFECT_API_DATABASE_CONNECTION_URL", "postgres://team:s3cret@db/prefect")
+    seen, _ = _start_showing_env(home, stand_in, tmp_path)
+    assert seen == ["postgresql+asyncpg://team:s3cret@db/prefect"] * 2
+    assert server.running_database(home) == "postgresql+asyncpg://team:***@db/prefect"
+
+
+def test_without_a_database_the_server_keeps_sqlite(home: Path, stand_in: Path, tmp_path: Path) -> None:
+    seen, _ = _start_showing_env(home, stand_in, tmp_path)
+    assert seen == ["-", "-"] and server.running_database(home) is None
+
+
+def test_a_running_server_on_another_database_is_not_taken_for_the_one_asked(
+    home: Path, stand_in: Path, tmp_path: Path
+) -> None:
+    pid, url = _start(home, stand_in)  # on SQLite
+    with pytest.raises(
+        RuntimeError, match=r"already runs .* on SQLite, not on postgresql\+asyncpg://team:\*\*\*@db"
+    ):
+        server.start(home, database="postgresql://team:s3cret@db/prefect")
+    assert server.start(home) == (pid, url)  # asking for nothing in particular finds it
