@@ -77,7 +77,9 @@ select
     null::bigint as minimum_charge_seconds,
     null::varchar as spot_kind,
     null::json as provider_data,
-    false as is_stale
+    false as is_stale,
+    null::double as setup_fee_usd,  -- no one-time fee: the bill is compute alone
+    false as serverless
 from core.gpus as gpus
 cross join (values {", ".join(f"({n})" for n in GPU_COUNTS)}) as counts (n)
 where gpus.vram_gb > 0
