@@ -57,6 +57,7 @@ __all__ = [
     "StatedHardware",
     "find_gpu",
     "job_memory",
+    "offer_memory",
     "on_hardware",
     "rank_offers",
     "stated_offer",
@@ -78,6 +79,10 @@ DETAIL_COLUMNS = (
     "interruption_rate_max",
 )
 RANK_ORDER = ["total_usd", "estimated_hours", "provider", "instance_type"]
+FOLDED_REASON = (
+    "folded: another offer of the same provider, GPU and pricing type is at least as fast and no "
+    "dearer (the ranking shows it with all)"
+)
 # a stated node's default network: 8 × 400 Gb/s, the InfiniBand NDR / EFA v2 of an 8-GPU node
 DEFAULT_INTER_NODE_GBITS_PER_S = 3200.0
 
@@ -118,6 +123,31 @@ class OfferRanking:
     @property
     def fitting(self) -> int:
         return self.rows.filter(self.rows["fits"]).height
+
+    def excluded(self) -> pl.DataFrame:
+        """Why each offer that passed the filters is not on the ranking's frontier, one row per
+        offer (OFFER_KEY, gpu_name, gpus_used, `excluded_reason`): it cannot hold the job, it
+        cannot be priced (`unpriced_reason`), or it is folded off the frontier."""
+        not_priced = self.rows.filter(~self.rows["priced"])
+        reasons = [
+            r["unpriced_reason"]
+            if r["fits"]
+            else (
+                f"does not fit: needs {r['total_gb']:.1f} GB per GPU ({r['sharding']} over "
+                f"{r['gpus_used']} GPU(s)), {r['usable_vram_gb']:.1f} GB usable"
+            )
+            for r in not_priced.iter_rows(named=True)
+        ]
+        folded = self.marked.filter(~self.marked["on_frontier"])
+        columns = [*OFFER_KEY, "gpu_name", "gpus_used"]
+        return pl.concat(
+            [
+                not_priced.select(columns).with_columns(
+                    pl.Series("excluded_reason", reasons, dtype=pl.String)
+                ),
+                folded.select(columns).with_columns(excluded_reason=pl.lit(FOLDED_REASON)),
+            ]
+        ).sort([*OFFER_KEY], nulls_last=True)
 
     def shown(self, top: int, show_all: bool) -> pl.DataFrame:
         """The `top` cheapest (frontier only unless `show_all`), with their details."""
@@ -181,6 +211,19 @@ class MemoryAnswer:
 def job_memory(model: ModelSpec, job: Job, n_gpus: int) -> MemoryAnswer:
     """Peak memory per GPU of `job` data-parallel over `n_gpus` (needs no warehouse)."""
     return MemoryAnswer(memory_per_gpu(model, job, n_gpus), trainable_params(model, job))
+
+
+def offer_memory(model: ModelSpec, job: Job, row: dict[str, Any]) -> MemoryAnswer:
+    """The per-GPU memory of `job` as a ranked row (`rank_offers`) places it: the row's sharding
+    over its GPUs, the breakdown its `total_gb` came from (finetune.placement.JobMemory)."""
+    memory = MemoryTable().for_job(model, job)
+    variant = next((i for i, (s, _) in enumerate(memory.variants) if s == row["sharding"]), None)
+    if variant is None and row["sharding"] == "hybrid":
+        variant = memory.hybrid_variant()
+    if variant is None:
+        raise AnswerError(f"the ranked row's sharding {row['sharding']!r} is not one this job allows")
+    breakdown = memory.get(variant, row["gpus_used"], row["gpus_per_node"])
+    return MemoryAnswer(breakdown, trainable_params(model, memory.variants[variant][1]))
 
 
 # --- stated hardware ---------------------------------------------------------------------------
