@@ -982,6 +982,9 @@ def serve(
         soft_wrap=True,
         highlight=False,
     )
+    # uvicorn ends the process by the signal that stopped it: what is printed must be out by then
+    sys.stdout.flush()
+    sys.stderr.flush()
     web.serve(sock, budget_seconds=budget_seconds, any_host=exposed is not None)
 
 

@@ -249,9 +249,15 @@ def _json_value(value: object) -> object:
     return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
+def rows_json(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """`frame`'s rows as --json prints them (times in ISO 8601): what `gpucost serve` answers."""
+    rows: list[dict[str, Any]] = json.loads(json.dumps(frame.to_dicts(), default=_json_value))
+    return rows
+
+
 def _print_rows(frame: pl.DataFrame, as_json: bool) -> None:
     if as_json:
-        console.out(json.dumps(frame.to_dicts(), indent=2, default=_json_value), highlight=False)
+        console.out(json.dumps(rows_json(frame), indent=2), highlight=False)
     else:
         sys.stdout.write(frame.write_csv())
 

@@ -101,6 +101,7 @@ EstimateRequest = request_model("EstimateRequest", ESTIMATE_FIELDS, config_json=
 MemoryRequest = request_model("MemoryRequest", MEMORY_FIELDS, config_json=CONFIG_JSON)
 PricesRequest = request_model("PricesRequest", PRICES_FIELDS)
 HistoryRequest = request_model("HistoryRequest", HISTORY_FIELDS)
+StatusRequest = request_model("StatusRequest", [])  # no fields: anything given is refused
 JOB_FIELDS = frozenset(JOB_OPTIONS) - {"config"}
 _FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
 
@@ -233,6 +234,7 @@ def _model_and_job(
 def ask_estimate(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
     """`/api/estimate`: the question `gpucost estimate` would ask, answered by answers.estimate."""
     from answers.estimate import offer_memory
+    from answers.prices import check_filters
 
     pasted = values.pop("config_json", None)
     job, own = _split(values)
@@ -262,6 +264,10 @@ def ask_estimate(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
             answer, ask.fjob, ask.shape
         )}  # fmt: skip
     with _reader() as (con, banner), budget.spend(con):
+        try:  # a filter naming nothing that exists is the field's fault
+            check_filters(con, ask.filters)
+        except AnswerError as exc:
+            raise _errors([(_field_named(str(exc), ESTIMATE_FIELDS, "offer_gpu"), str(exc))]) from None
         try:
             ranking = ask.rank(con, _now())
         except AnswerError as exc:  # nothing matches, nothing fits: the answer says why
@@ -324,7 +330,7 @@ def ask_prices(values: dict[str, Any]) -> dict[str, Any]:
                 why = cli_prices._why_no_prices(con, banner, filters, now) if rows.is_empty() else None
             except AnswerError as exc:  # a filter naming nothing that exists
                 raise _errors([(_field_named(str(exc), PRICES_FIELDS, "gpu"), str(exc))]) from None
-    return {"notice": banner, "why": why, "rows": cli_finetune.json_ready(rows.to_dicts())}
+    return {"notice": banner, "why": why, "rows": cli_prices.rows_json(rows)}
 
 
 def ask_history(values: dict[str, Any]) -> dict[str, Any]:
@@ -346,8 +352,8 @@ def ask_history(values: dict[str, Any]) -> dict[str, Any]:
     return {
         "notice": banner,
         "since": start.isoformat(),
-        "rows": cli_finetune.json_ready(cli_prices.history_rows(intervals).to_dicts()),
-        "summary": [] if summary is None else cli_finetune.json_ready(summary.to_dicts()),
+        "rows": cli_prices.rows_json(cli_prices.history_rows(intervals)),
+        "summary": [] if summary is None else cli_prices.rows_json(summary),
     }
 
 
@@ -466,7 +472,11 @@ def _docs_page(schema: dict[str, Any]) -> str:
 
 
 class BodyLimit:
-    """ASGI middleware: a request body over `limit` bytes is answered 413 before it is read whole."""
+    """ASGI middleware: a request body over `limit` bytes is answered 413, and never read whole.
+
+    A declared Content-Length over the limit is refused before anything is read; a body without
+    one is counted as it arrives, and past the limit the app is told the client left (so it stops
+    reading) and its answer is replaced by the 413."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -481,18 +491,25 @@ class BodyLimit:
             await self._refuse(send)
             return
         seen = 0
+        over = False
 
         async def counted() -> Message:
-            nonlocal seen
+            nonlocal seen, over
+            if over:
+                return {"type": "http.disconnect"}
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise _TooLarge
+                over = True
+                return {"type": "http.disconnect"}
             return message
 
-        try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
+        async def unless_over(message: Message) -> None:
+            if not over:
+                await send(message)
+
+        await self.app(scope, counted, unless_over)
+        if over:
             await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
@@ -510,10 +527,6 @@ class BodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def _json(payload: Any, status: int = 200) -> Response:
@@ -595,7 +608,7 @@ def create_app(
         return _answer(lambda: ask_history(query.model_dump()))  # type: ignore[attr-defined]
 
     @app.get("/api/status")
-    def status() -> Response:
+    def status(query: Annotated[StatusRequest, Query()]) -> Response:  # type: ignore[valid-type]
         """`gpucost status`: the last run per provider, failing and stale ones, freshness."""
         return _answer(ask_status)
 
