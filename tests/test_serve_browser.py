@@ -201,7 +201,8 @@ def test_at_375_px_the_form_and_the_ranked_offers_fit_the_screen(browser, served
     # each ranked offer is a card: no header row, every value named, the total inside the screen
     assert browser.evaluate("getComputedStyle(document.querySelector('#plan-table thead')).display") == "none"
     inside = browser.evaluate(
-        "[...document.querySelectorAll('#plan-table td.total')].map(td => { const r = td.getBoundingClientRect();"
+        "[...document.querySelectorAll('#plan-table td.total')].map(td => {"
+        " const r = td.getBoundingClientRect();"
         " return r.width > 0 && r.left >= 0 && r.right <= window.innerWidth; })"
     )
     assert inside and all(inside)
