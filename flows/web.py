@@ -529,6 +529,23 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
+class Headers:
+    """ASGI middleware: no MIME sniffing, and no Referer carrying a job's URL anywhere."""
+
+    EXTRA = ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"))
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *self.EXTRA]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers if scope["type"] == "http" else send)
+
+
 def _json(payload: Any, status: int = 200) -> Response:
     body = json.dumps(finite(payload), allow_nan=False, ensure_ascii=False)
     return Response(body, status_code=status, media_type="application/json")
@@ -612,13 +629,7 @@ def create_app(
         """`gpucost status`: the last run per provider, failing and stale ones, freshness."""
         return _answer(ask_status)
 
-    @app.middleware("http")
-    async def _headers(request: Request, call_next: Callable[[Request], Any]) -> Response:
-        response: Response = await call_next(request)
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
-        return response
-
+    app.add_middleware(Headers)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     return app
