@@ -488,3 +488,39 @@ def test_gpucost_serve_starts_on_loopback_answers_and_stops_on_sigterm(home, tmp
     assert process.returncode in (0, -signal.SIGTERM), errors
     assert f"http://127.0.0.1:{port}/" in out and "sample data" in errors
     assert "warning" not in errors  # loopback exposes nothing
+
+
+def test_serve_on_all_interfaces_says_what_it_exposes_first(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUCOST_HOME", str(tmp_path))  # no warehouse: said, and served anyway
+    started: list[dict[str, Any]] = []
+    monkeypatch.setattr(web, "serve", lambda sock, **options: started.append(options))
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    # bound, never listening: nothing is reachable while the test runs
+    result = runner.invoke(cli, ["serve", "--host", "0.0.0.0", "--port", str(port), "--budget-seconds", "3"])
+    assert result.exit_code == 0, result.output
+    assert "0.0.0.0" in result.stderr and "no login" in result.stderr and "3 s budget" in result.stderr
+    assert started == [{"budget_seconds": 3.0, "any_host": True}]
+    assert "memory and --gpu estimates work" in result.stderr
+
+
+def test_the_fields_carry_the_clis_flags_bounds_and_choices():
+    fields = {f.name: f for f in web.ESTIMATE_FIELDS}
+    assert fields["show_all"].flag == "--all" and fields["show_all"].kind == "bool"
+    assert fields["compiled"].flag == "--compile"
+    assert fields["offer_gpu"].flag == "--offer-gpu" and fields["offer_gpu"].nullable
+    assert fields["micro_batch"].minimum == 1 and fields["micro_batch"].kind == "int"
+    assert fields["method"].choices == ("full", "lora", "qlora") and fields["method"].default == "lora"
+    assert fields["padding_efficiency"].maximum == 1.0
+    assert {f.name for f in web.HISTORY_FIELDS if f.required} == {"gpu"}
+
+
+def test_the_cli_reads_a_config_json_with_the_same_limits(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text('{"hidden_size": 1e400}', encoding="utf-8")
+    result = runner.invoke(cli, ["memory", "--config", str(config)])
+    assert result.exit_code == 1 and "beyond a finite float" in result.output
+    result = runner.invoke(cli, ["memory", "--model", "https://evil.example/org/model"])
+    assert result.exit_code == 1 and "is not a model id" in result.output
