@@ -249,15 +249,9 @@ def _json_value(value: object) -> object:
     return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
-def rows_json(frame: pl.DataFrame) -> list[dict[str, Any]]:
-    """`frame`'s rows as --json prints them (times in ISO 8601): what `gpucost serve` answers."""
-    rows: list[dict[str, Any]] = json.loads(json.dumps(frame.to_dicts(), default=_json_value))
-    return rows
-
-
 def _print_rows(frame: pl.DataFrame, as_json: bool) -> None:
     if as_json:
-        console.out(json.dumps(rows_json(frame), indent=2), highlight=False)
+        console.out(json.dumps(frame.to_dicts(), indent=2, default=_json_value), highlight=False)
     else:
         sys.stdout.write(frame.write_csv())
 
@@ -293,6 +287,44 @@ PRICE_COLUMNS = (
     "price_age_hours",
     "is_stale",
 )
+
+
+def rows_json(frame: Any) -> list[dict[str, Any]]:
+    """`frame`'s rows (`to_dicts()`) as --json prints them, times in ISO 8601 (`_json_value`,
+    the default `_print_rows` dumps with): what `gpucost serve` answers."""
+    rows: list[dict[str, Any]] = json.loads(json.dumps(frame.to_dicts(), default=_json_value))
+    return rows
+
+
+def prices_filters(
+    gpu: str | None = None,
+    provider: str | None = None,
+    region: str | None = None,
+    min_vram: float | None = None,
+    spot: bool = False,
+    on_demand: bool = False,
+    max_price: float | None = None,
+    include_stale: bool = False,
+    include_unavailable: bool = False,
+) -> OfferFilters:
+    """`prices`' filter options as OfferFilters; OptionError for --spot with --on-demand."""
+    return make_filters(
+        gpu,
+        provider,
+        region,
+        min_vram,
+        spot_choice(spot, on_demand),
+        max_price,
+        include_stale,
+        include_unavailable,
+    )
+
+
+def price_rows(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime) -> pl.DataFrame:
+    """`prices`' rows (answers.prices.prices), in its --json columns."""
+    from answers import prices as answers
+
+    return answers.prices(con, filters, now).select(PRICE_COLUMNS)
 
 
 def prices(
@@ -337,37 +369,6 @@ def prices(
         return
     console.print(_prices_table(rows))
     console.print(fetched_line(rows, banner, now), highlight=False)
-
-
-def prices_filters(
-    gpu: str | None = None,
-    provider: str | None = None,
-    region: str | None = None,
-    min_vram: float | None = None,
-    spot: bool = False,
-    on_demand: bool = False,
-    max_price: float | None = None,
-    include_stale: bool = False,
-    include_unavailable: bool = False,
-) -> OfferFilters:
-    """`prices`' filter options as OfferFilters; OptionError for --spot with --on-demand."""
-    return make_filters(
-        gpu,
-        provider,
-        region,
-        min_vram,
-        spot_choice(spot, on_demand),
-        max_price,
-        include_stale,
-        include_unavailable,
-    )
-
-
-def price_rows(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime) -> pl.DataFrame:
-    """`prices`' rows (answers.prices.prices), in its --json columns."""
-    from answers import prices as answers
-
-    return answers.prices(con, filters, now).select(PRICE_COLUMNS)
 
 
 def _prices_table(rows: pl.DataFrame) -> Table:
