@@ -61,6 +61,7 @@ __all__ = [
     "StatedHardware",
     "find_gpu",
     "job_memory",
+    "offer_memory",
     "on_hardware",
     "rank_offers",
     "stated_offer",
@@ -93,6 +94,10 @@ _RULE_COLUMNS = (
     "monthly_price_cap",
 )
 RANK_ORDER = ["total_usd", "estimated_hours", "provider", "instance_type"]
+FOLDED_REASON = (
+    "folded: another offer of the same provider, GPU and pricing type is at least as fast and no "
+    "dearer (the ranking shows it with all)"
+)
 # a stated node's default network: 8 × 400 Gb/s, the InfiniBand NDR / EFA v2 of an 8-GPU node
 DEFAULT_INTER_NODE_GBITS_PER_S = 3200.0
 
@@ -109,11 +114,18 @@ def _with_train_precision(rows: pl.DataFrame, offers: pl.DataFrame, job: Job) ->
     """`rows` (cost_frame) with `train_precision`, from the GPU facts of each row's offer."""
     columns = [c for c in ("bf16_tflops", "fp16_tflops", "supports_bf16") if c in offers.columns]
     facts = offers.select([*OFFER_KEY, *columns]).unique(list(OFFER_KEY), keep="first")
+    if not columns:  # no GPU facts at all: the job's own precision is never confirmed
+        return rows.with_columns(train_precision=pl.lit(train_precision(job, None, None, None)))
+    # decided once per distinct GPU facts (a few dozen), not per offer (10k offers: 30 ms saved)
+    kinds = facts.select(columns).unique()
     precision = [
         train_precision(job, r.get("bf16_tflops"), r.get("fp16_tflops"), r.get("supports_bf16"))
-        for r in facts.iter_rows(named=True)
+        for r in kinds.iter_rows(named=True)
     ]
-    facts = facts.select(OFFER_KEY).with_columns(pl.Series("train_precision", precision, dtype=pl.String))
+    kinds = kinds.with_columns(pl.Series("train_precision", precision, dtype=pl.String))
+    facts = facts.join(kinds, on=columns, how="left", nulls_equal=True).select(
+        [*OFFER_KEY, "train_precision"]
+    )
     return rows.join(facts, on=list(OFFER_KEY), how="left", nulls_equal=True)
 
 
@@ -133,6 +145,30 @@ class OfferRanking:
     @property
     def fitting(self) -> int:
         return self.rows.filter(self.rows["fits"]).height
+
+    def excluded(self) -> pl.DataFrame:
+        """Why each offer that passed the filters is not on the ranking's frontier, one row per
+        offer (OFFER_KEY, gpu_name, gpus_used, `excluded_reason`): it cannot hold the job, it
+        cannot be priced (`unpriced_reason`), or it is folded off the frontier."""
+        not_priced = self.rows.filter(~self.rows["priced"])
+        does_not_fit = pl.format(
+            "does not fit: needs {} GB per GPU ({} over {} GPU(s)), {} GB usable",
+            pl.col("total_gb").round(1),
+            pl.col("sharding"),
+            pl.col("gpus_used"),
+            pl.col("usable_vram_gb").round(1),
+        )
+        reasons = not_priced.select(
+            pl.when(pl.col("fits")).then(pl.col("unpriced_reason")).otherwise(does_not_fit)
+        ).to_series()
+        folded = self.marked.filter(~self.marked["on_frontier"])
+        columns = [*OFFER_KEY, "gpu_name", "gpus_used"]
+        return pl.concat(
+            [
+                not_priced.select(columns).with_columns(reasons.alias("excluded_reason")),
+                folded.select(columns).with_columns(excluded_reason=pl.lit(FOLDED_REASON)),
+            ]
+        ).sort([*OFFER_KEY], nulls_last=True)
 
     def shown(self, top: int, show_all: bool) -> pl.DataFrame:
         """The `top` cheapest (frontier only unless `show_all`), with their details."""
@@ -199,6 +235,19 @@ class MemoryAnswer:
 def job_memory(model: ModelSpec, job: Job, n_gpus: int) -> MemoryAnswer:
     """Peak memory per GPU of `job` data-parallel over `n_gpus` (needs no warehouse)."""
     return MemoryAnswer(memory_per_gpu(model, job, n_gpus), trainable_params(model, job))
+
+
+def offer_memory(model: ModelSpec, job: Job, row: dict[str, Any]) -> MemoryAnswer:
+    """The per-GPU memory of `job` as a ranked row (`rank_offers`) places it: the row's sharding
+    over its GPUs, the breakdown its `total_gb` came from (finetune.placement.JobMemory)."""
+    memory = MemoryTable().for_job(model, job)
+    variant = next((i for i, (s, _) in enumerate(memory.variants) if s == row["sharding"]), None)
+    if variant is None and row["sharding"] == "hybrid":
+        variant = memory.hybrid_variant()
+    if variant is None:
+        raise AnswerError(f"the ranked row's sharding {row['sharding']!r} is not one this job allows")
+    breakdown = memory.get(variant, row["gpus_used"], row["gpus_per_node"])
+    return MemoryAnswer(breakdown, trainable_params(model, memory.variants[variant][1]))
 
 
 # --- stated hardware ---------------------------------------------------------------------------

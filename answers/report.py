@@ -495,8 +495,10 @@ def _json_for_script(data: dict[str, Any]) -> str:
     return text.replace("<", "\\u003c")
 
 
-def render_html(data: dict[str, Any]) -> str:
-    """The page for `data` (from `report_data`)."""
+def render_html(data: dict[str, Any], planner: dict[str, Any] | None = None) -> str:
+    """The page for `data` (from `report_data`). With `planner` (`gpucost serve`: the job form's
+    fields, the seeded models, the bill's items) it gains a "Plan a job" view that asks the
+    server's /api/estimate; the static page (`gpucost report`) has none, as file:// has no API."""
     env = Environment(
         loader=FileSystemLoader(ASSETS_DIR),
         autoescape=True,
@@ -513,6 +515,9 @@ def render_html(data: dict[str, Any]) -> str:
         vendored_js=_vendored(".js"),
         css=_asset("style.css"),
         js=_asset("app.js"),
+        planner=planner,
+        planner_json=None if planner is None else _json_for_script(planner),
+        planner_js=None if planner is None else _asset("planner.js"),
     )
 
 

@@ -958,6 +958,61 @@ def _run_step(step: list[str], cwd: str) -> int:
         ) from None
 
 
+@app.command()
+def serve(
+    host: Annotated[
+        str,
+        typer.Option(
+            help="Address to bind; 127.0.0.1 (loopback) by default. 0.0.0.0 exposes it to the network."
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port.")] = 8080,
+    budget_seconds: Annotated[
+        float,
+        typer.Option(min=0.1, max=600.0, help="Most seconds of database work one estimate may take."),
+    ] = 10.0,
+) -> None:
+    """The comparison page with a live job form, and a read-only JSON API over the answers
+    (/api/estimate, /api/memory, /api/prices, /api/history, /api/status; schema at /docs)."""
+    import socket
+
+    from flows import web
+    from warehouse.db import open_reader
+
+    exposed = web.exposure(host, port, budget_seconds)
+    try:
+        family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+    except (OSError, UnicodeError) as exc:
+        raise _fail(
+            f"cannot listen on {host}:{port} ({getattr(exc, 'strerror', None) or exc}); is another "
+            "server on that port, or the address not this machine's? "
+            "pick another with --port"
+        ) from None
+    if exposed:
+        err.print(f"[bold yellow]warning:[/] {exposed}", soft_wrap=True, highlight=False)
+    try:  # say once, at start, what the answers will come from
+        con, banner = open_reader()
+        con.close()
+    except WarehouseError as exc:
+        banner = f"{exc} (the page and /api/prices answer 503 until then; memory and --gpu estimates work)"
+    if banner:
+        err.print(f"[yellow]{banner}[/]", soft_wrap=True, highlight=False)
+    shown = f"[{host.strip('[]')}]" if ":" in host.strip("[]") else host
+    console.print(
+        f"gpucost serve: http://{shown}:{port}/ (the page), /api/estimate, /api/memory, /api/prices, "
+        f"/api/history, /api/status; the schema at http://{shown}:{port}/docs. Ctrl-C stops it.",
+        soft_wrap=True,
+        highlight=False,
+    )
+    # uvicorn ends the process by the signal that stopped it: what is printed must be out by then
+    sys.stdout.flush()
+    sys.stderr.flush()
+    web.serve(sock, budget_seconds=budget_seconds, any_host=exposed is not None)
+
+
 server_app = typer.Typer(
     help="A local Prefect server for run tracking and schedules (pid, URL and log under $GPUCOST_HOME).",
     no_args_is_help=True,

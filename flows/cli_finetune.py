@@ -34,8 +34,9 @@ Registered on the app in flows/cli.py: `app.command()(cli_finetune.memory)`.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -43,7 +44,7 @@ from rich import box
 from rich.table import Table
 
 from answers import AnswerError
-from finetune import FinetuneJob, Job, ModelSpec
+from finetune import FinetuneJob, Job, ModelSpec, Sharding
 from finetune.job import PaddedShape
 from finetune.offer import Interconnect
 from flows.cli_prices import (
@@ -69,6 +70,7 @@ from flows.job_options import (
     JobOptions,
     JsonOpt,
     ShardingChoice,
+    _choice_of,
     _choices,
     _fail,
     _padding,
@@ -83,12 +85,24 @@ from warehouse.seed_models import load_models
 # answers.estimate (polars, DuckDB, the marts' cost SQL) is imported by the commands that run it:
 # `gpucost --help` and `models` never load it (issue 22).
 if TYPE_CHECKING:
+    import duckdb
     import polars as pl
 
-    from answers.estimate import OfferRanking, StatedEstimate
+    from answers.estimate import OfferRanking, StatedEstimate, StatedHardware
     from answers.prices import OfferFilters
 
-__all__ = ["estimate", "interruption_band", "memory", "models", "parse_tokens"]
+__all__ = [
+    "EstimateAsk",
+    "MemoryAsk",
+    "estimate",
+    "estimate_ask",
+    "interruption_band",
+    "json_ready",
+    "memory",
+    "memory_ask",
+    "models",
+    "parse_tokens",
+]
 
 InterconnectChoice = _choices("InterconnectChoice", Interconnect)
 
@@ -111,6 +125,52 @@ def _sharding_text(job: Job) -> str:
     return f"{job.sharding} ({job.zero3_impl})" if job.sharding == "zero3" else job.sharding
 
 
+def json_ready(payload: Any) -> Any:
+    """`payload` as `--json` prints it (datetimes and other values by str): the values `gpucost
+    serve` answers with too, so the two cannot differ."""
+    return json.loads(json.dumps(payload, default=str))
+
+
+@dataclass(frozen=True)
+class MemoryAsk:
+    """`gpucost memory`'s question, validated: the model, the job and its padded shape, the GPUs."""
+
+    spec: ModelSpec
+    job: Job
+    shape: PaddedShape | None
+    gpus: int
+
+    def payload(self) -> dict[str, Any]:
+        """The --json answer (answers.estimate.job_memory)."""
+        from answers.estimate import job_memory
+
+        answer = job_memory(self.spec, self.job, self.gpus)
+        return {
+            "model_id": self.spec.model_id,
+            "params": self.spec.params,
+            "trainable_params": answer.trainable_params,
+            "n_gpus": self.gpus,
+            "job": asdict(self.job),
+            "padding": _padding(self.shape),
+            "memory_gb": answer.breakdown.as_dict(),
+            "totals_gb": _totals(answer.breakdown),
+        }
+
+
+def memory_ask(job: JobOptions, *, gpus: int, sharding: str, spec: ModelSpec | None = None) -> MemoryAsk:
+    """`memory`'s options as one question (OptionError names a bad flag); `spec` when the model is
+    already known (a config pasted into `gpucost serve`)."""
+    if sharding == "hybrid":
+        # hybrid shards inside a node: its memory is zero3's over one node's GPUs
+        raise _usage(
+            "--sharding hybrid holds what zero3 over one node's GPUs holds: ask --sharding zero3 "
+            "--gpus <GPUs per node>, or gpucost estimate --gpu … --nodes N --sharding hybrid"
+        )
+    spec = spec or job.model_spec()
+    model_job, shape = job.job(sharding=sharding)
+    return MemoryAsk(spec, model_job, shape, gpus)
+
+
 @with_job_options
 def memory(
     job: JobOptions,
@@ -121,30 +181,13 @@ def memory(
     """Peak memory per GPU (GB = 1e9 bytes) of one fine-tuning configuration. Needs no warehouse."""
     from answers.estimate import job_memory
 
-    if sharding.value == "hybrid":
-        # hybrid shards inside a node: its memory is zero3's over one node's GPUs
-        raise _usage(
-            "--sharding hybrid holds what zero3 over one node's GPUs holds: ask --sharding zero3 "
-            "--gpus <GPUs per node>, or gpucost estimate --gpu … --nodes N --sharding hybrid"
-        )
-    spec = job.model_spec()
-    model_job, shape = job.job(sharding=sharding.value)
+    ask = memory_ask(job, gpus=gpus, sharding=sharding.value)
+    if as_json:
+        _print_json(ask.payload())
+        return
+    spec, model_job, shape = ask.spec, ask.job, ask.shape
     answer = job_memory(spec, model_job, gpus)
     breakdown = answer.breakdown
-    if as_json:
-        _print_json(
-            {
-                "model_id": spec.model_id,
-                "params": spec.params,
-                "trainable_params": answer.trainable_params,
-                "n_gpus": gpus,
-                "job": asdict(model_job),
-                "padding": _padding(shape),
-                "memory_gb": breakdown.as_dict(),
-                "totals_gb": _totals(breakdown),
-            }
-        )
-        return
     console.print(
         f"[bold]{spec.model_id}[/] {model_job.method}: {spec.params / 1e9:.2f}B params, "
         f"{answer.trainable_params / 1e6:,.1f}M trainable; {_shape_text(model_job, shape)}, "
@@ -295,10 +338,110 @@ def estimate(
     total and named. Per provider, GPU and pricing type, an offer neither faster nor cheaper than
     another is folded.
     """
-    from answers.estimate import DEFAULT_INTER_NODE_GBITS_PER_S, StatedHardware, on_hardware
+    ask = estimate_ask(
+        job,
+        tokens=tokens,
+        epochs=epochs,
+        spot=spot,
+        max_nodes=max_nodes,
+        top=top,
+        padding_efficiency=padding_efficiency,
+        compiled=compiled,
+        gpu=gpu,
+        gpus=gpus,
+        nodes=nodes,
+        interconnect=None if interconnect is None else interconnect.value,
+        sharding=None if sharding is None else sharding.value,
+        inter_node_gbps=inter_node_gbps,
+        price_per_gpu_hour=price_per_gpu_hour,
+        offer_gpu=offer_gpu,
+        provider=provider,
+        region=region,
+        min_vram=min_vram,
+        max_price=max_price,
+        include_unavailable=include_unavailable,
+        spot_only=spot_only,
+        show_all=show_all,
+        include_stale=include_stale,
+    )
+    if ask.hardware is None:
+        _rank(ask, as_json=as_json, bill=bill)
+        return
+    try:
+        answer = ask.on_hardware()
+    except AnswerError as exc:
+        raise _fail(str(exc)) from None
+    _print_stated(answer, ask.fjob, ask.shape, as_json)
+
+
+@dataclass(frozen=True)
+class EstimateAsk:
+    """`gpucost estimate`'s question, validated: the experiment, and either the offer filters of
+    a ranking or the stated hardware (`hardware`, with `--gpu`)."""
+
+    spec: ModelSpec
+    fjob: FinetuneJob
+    shape: PaddedShape | None
+    filters: OfferFilters
+    hardware: StatedHardware | None
+    spot: bool
+    max_nodes: int
+    top: int
+    show_all: bool
+
+    def rank(self, con: duckdb.DuckDBPyConnection, now: datetime) -> OfferRanking:
+        """The job on every current offer passing the filters (answers.estimate.rank_offers)."""
+        from answers.estimate import rank_offers
+
+        return rank_offers(
+            con, self.fjob, self.spec, self.filters, now, spot=self.spot, max_nodes=self.max_nodes
+        )
+
+    def ranked_payload(self, ranking: OfferRanking) -> list[dict[str, Any]]:
+        """The ranking's --json answer: the shown rows (top, frontier unless --all)."""
+        return json_ready(ranking.shown(self.top, self.show_all).to_dicts())
+
+    def on_hardware(self) -> StatedEstimate:
+        from answers.estimate import on_hardware
+
+        assert self.hardware is not None
+        return on_hardware(self.fjob, self.spec, self.hardware)
+
+
+def estimate_ask(
+    job: JobOptions,
+    *,
+    tokens: str = "100M",
+    epochs: float = 1.0,
+    spot: bool = False,
+    max_nodes: int = 1,
+    top: int = 10,
+    padding_efficiency: float | None = None,
+    compiled: bool = False,
+    gpu: str | None = None,
+    gpus: int = 1,
+    nodes: int = 1,
+    interconnect: str | None = None,
+    sharding: str | None = None,
+    inter_node_gbps: float | None = None,
+    price_per_gpu_hour: float | None = None,
+    offer_gpu: str | None = None,
+    provider: str | None = None,
+    region: str | None = None,
+    min_vram: float | None = None,
+    max_price: float | None = None,
+    include_unavailable: bool = False,
+    spot_only: bool = False,
+    show_all: bool = False,
+    include_stale: bool = False,
+    spec: ModelSpec | None = None,
+) -> EstimateAsk:
+    """`estimate`'s options as one question; OptionError (one line naming the flag) for a value the
+    rules refuse. `spec` when the model is already known (a config pasted into `gpucost serve`)."""
+    from answers.estimate import DEFAULT_INTER_NODE_GBITS_PER_S, StatedHardware
     from answers.prices import OfferFilters
 
-    spec = job.model_spec()
+    spec = spec or job.model_spec()
     # sharding is chosen per offer (none → zero2 → zero3); offload rules out `none`
     model_job, shape = job.job(
         sharding="zero3" if job.offload else "none", padding_efficiency=padding_efficiency, compiled=compiled
@@ -314,6 +457,9 @@ def estimate(
         include_stale,
         include_unavailable,
         gpu_option="--offer-gpu",
+    )
+    ranking = partial(
+        EstimateAsk, spec, fjob, shape, filters, spot=spot or spot_only, max_nodes=max_nodes, top=top
     )
     if gpu is None:
         # the stated-hardware options describe the --gpu machine; without it they would be ignored
@@ -332,18 +478,7 @@ def estimate(
                 "it, or drop them to rank current offers (each offer states its own)",
                 code=2,
             )
-        _rank(
-            fjob,
-            spec,
-            filters,
-            spot=spot or spot_only,
-            max_nodes=max_nodes,
-            top=top,
-            show_all=show_all,
-            as_json=as_json,
-            bill=bill,
-        )
-        return
+        return ranking(hardware=None, show_all=show_all)
     if filters != OfferFilters():
         raise _fail(
             f"{filters.describe()} filter current offers, and --gpu estimates on stated hardware "
@@ -353,32 +488,18 @@ def estimate(
         gpu=gpu,
         gpus_per_node=gpus,
         nodes=nodes,
-        interconnect=None if interconnect is None else interconnect.value,
+        interconnect=None
+        if interconnect is None
+        else _choice_of(interconnect, Interconnect, "--interconnect"),
         inter_node_gbits_per_s=DEFAULT_INTER_NODE_GBITS_PER_S if inter_node_gbps is None else inter_node_gbps,
         price_usd_per_gpu_hour=price_per_gpu_hour,
-        sharding=None if sharding is None else sharding.value,
+        sharding=None if sharding is None else _choice_of(sharding, Sharding, "--sharding"),
     )
-    try:
-        answer = on_hardware(fjob, spec, hardware)
-    except AnswerError as exc:
-        raise _fail(str(exc)) from None
-    _print_stated(answer, fjob, shape, as_json)
+    return ranking(hardware=hardware, show_all=show_all)
 
 
-def _rank(
-    fjob: FinetuneJob,
-    spec: ModelSpec,
-    filters: OfferFilters,
-    *,
-    spot: bool,
-    max_nodes: int,
-    top: int,
-    show_all: bool,
-    as_json: bool,
-    bill: bool = False,
-) -> None:
+def _rank(ask: EstimateAsk, *, as_json: bool, bill: bool = False) -> None:
     """The ranking of current offers, as a table (the ranking or, with `bill`, the bills) or JSON."""
-    from answers.estimate import rank_offers
     from warehouse.db import open_reader
 
     try:
@@ -389,16 +510,19 @@ def _rank(
         err.print(f"[yellow]{banner}[/]")
     now = datetime.now(UTC)
     try:
-        ranking = rank_offers(con, fjob, spec, filters, now, spot=spot, max_nodes=max_nodes)
+        ranking = ask.rank(con, now)
     except WarehouseError as exc:  # AnswerError is one
         raise _fail(str(exc)) from None
     finally:
         con.close()
-    ranked = ranking.shown(top, show_all)
     if as_json:
-        _print_json(ranked.to_dicts())
+        _print_json(ask.ranked_payload(ranking))
         return
-    table = _bill_table(ranked, fjob) if bill else _ranking_table(ranking, ranked, fjob, spot, show_all)
+    ranked = ranking.shown(ask.top, ask.show_all)
+    fjob = ask.fjob
+    table = (
+        _bill_table(ranked, fjob) if bill else _ranking_table(ranking, ranked, fjob, ask.spot, ask.show_all)
+    )
     console.print(table)
     console.print(fetched_line(ranked, banner, now), highlight=False)
 
@@ -617,6 +741,21 @@ def _fp16_note(rows: pl.DataFrame) -> str:
     )
 
 
+def stated_payload(answer: StatedEstimate, fjob: FinetuneJob, shape: PaddedShape | None) -> dict[str, Any]:
+    """`estimate --gpu … --json`: the job on stated hardware, its memory and padding."""
+    breakdown = answer.breakdown
+    return json_ready(
+        {
+            "model_id": fjob.model_id,
+            "method": answer.job.method,
+            **answer.as_dict(),
+            "memory_gb": breakdown.as_dict(),
+            "totals_gb": _totals(breakdown),
+            "padding": _padding(shape),
+        }
+    )
+
+
 def _print_stated(
     answer: StatedEstimate, fjob: FinetuneJob, shape: PaddedShape | None, as_json: bool
 ) -> None:
@@ -624,16 +763,7 @@ def _print_stated(
     row, job, gpu, hw = answer.row, answer.job, answer.gpu, answer.hardware
     breakdown = answer.breakdown
     if as_json:
-        _print_json(
-            {
-                "model_id": fjob.model_id,
-                "method": job.method,
-                **answer.as_dict(),
-                "memory_gb": breakdown.as_dict(),
-                "totals_gb": _totals(breakdown),
-                "padding": _padding(shape),
-            }
-        )
+        _print_json(stated_payload(answer, fjob, shape))
         return
     verdict = "fits" if row["fits"] else "does NOT fit"
     console.print(

@@ -104,8 +104,10 @@ STATISTIC_LABEL = {"weighted_average": "w.avg"}
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
+    # flows.job_options' error: `gpucost serve` answers it as HTTP 422 with the same line
+    from flows.job_options import _fail as option_error
+
+    return option_error(message, code)
 
 
 def spot_choice(spot: bool, on_demand: bool) -> bool | None:
@@ -290,6 +292,44 @@ PRICE_COLUMNS = (
 )
 
 
+def rows_json(frame: Any) -> list[dict[str, Any]]:
+    """`frame`'s rows (`to_dicts()`) as --json prints them, times in ISO 8601 (`_json_value`,
+    the default `_print_rows` dumps with): what `gpucost serve` answers."""
+    rows: list[dict[str, Any]] = json.loads(json.dumps(frame.to_dicts(), default=_json_value))
+    return rows
+
+
+def prices_filters(
+    gpu: str | None = None,
+    provider: str | None = None,
+    region: str | None = None,
+    min_vram: float | None = None,
+    spot: bool = False,
+    on_demand: bool = False,
+    max_price: float | None = None,
+    include_stale: bool = False,
+    include_unavailable: bool = False,
+) -> OfferFilters:
+    """`prices`' filter options as OfferFilters; OptionError for --spot with --on-demand."""
+    return make_filters(
+        gpu,
+        provider,
+        region,
+        min_vram,
+        spot_choice(spot, on_demand),
+        max_price,
+        include_stale,
+        include_unavailable,
+    )
+
+
+def price_rows(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime) -> pl.DataFrame:
+    """`prices`' rows (answers.prices.prices), in its --json columns."""
+    from answers import prices as answers
+
+    return answers.prices(con, filters, now).select(PRICE_COLUMNS)
+
+
 def prices(
     gpu: Annotated[
         str | None, typer.Option("--gpu", metavar="NAMES", rich_help_panel=FILTERS, help=GpuFilterHelp)
@@ -312,31 +352,21 @@ def prices(
     "≥" marks a page's "from" price (a lower bound); "market p10" is a marketplace's statistic;
     "†" a price for the GPU alone (CPU, RAM, disk extra); "✗" an offer marked unavailable.
     """
-    from answers import prices as answers
-
     if as_json and as_csv:
         raise _fail("--json and --csv are exclusive", code=2)
-    filters = make_filters(
-        gpu,
-        provider,
-        region,
-        min_vram,
-        spot_choice(spot, on_demand),
-        max_price,
-        include_stale,
-        include_unavailable,
+    filters = prices_filters(
+        gpu, provider, region, min_vram, spot, on_demand, max_price, include_stale, include_unavailable
     )
     now = datetime.now(UTC)
     con, banner = open_answers()
     try:
-        rows = answers.prices(con, filters, now)
+        rows = price_rows(con, filters, now)
         if rows.is_empty():
             raise _fail(_why_no_prices(con, banner, filters, now))
     except WarehouseError as exc:
         raise _fail(str(exc)) from None
     finally:
         con.close()
-    rows = rows.select(PRICE_COLUMNS)
     if as_json or as_csv:
         _print_rows(rows, as_json)
         return
@@ -431,12 +461,8 @@ def history(
 
     if as_json and as_csv:
         raise _fail("--json and --csv are exclusive", code=2)
-    filters = make_filters(gpu, provider, region, spot=spot_choice(spot, on_demand))
     now = datetime.now(UTC)
-    try:  # a bad --since is the flag's fault (exit 2), checked before any warehouse is opened
-        start = answers.parse_since(since, now)
-    except WarehouseError as exc:
-        raise _fail(str(exc), code=2) from None
+    filters, start = history_ask(gpu, provider, region, spot, on_demand, since, now)
     con, banner = open_answers()
     try:
         intervals = answers.price_intervals(con, filters, start, now)
@@ -452,13 +478,39 @@ def history(
             "try a longer --since"
         )
     if as_json or as_csv:
-        _print_rows(intervals.select(HISTORY_COLUMNS).sort(["gpu_name", "provider", "valid_from"]), as_json)
+        _print_rows(history_rows(intervals), as_json)
         return
     summary = answers.history_summary(intervals, start, now)
     times = answers.chart_times(start, now, CHART_POINTS)
     points = answers.chart_points(intervals, times)
     console.print(_history_table(summary, points, times))
     console.print(fetched_line(intervals, banner, now), highlight=False)
+
+
+def history_ask(
+    gpu: str,
+    provider: str | None,
+    region: str | None,
+    spot: bool,
+    on_demand: bool,
+    since: str,
+    now: datetime,
+) -> tuple[OfferFilters, datetime]:
+    """`history`'s options as filters and the window's start; OptionError (exit 2) for a bad
+    --since or --spot with --on-demand, before any warehouse is opened."""
+    from answers import prices as answers
+
+    filters = make_filters(gpu, provider, region, spot=spot_choice(spot, on_demand))
+    try:  # a bad --since is the flag's fault (exit 2)
+        start = answers.parse_since(since, now)
+    except WarehouseError as exc:
+        raise _fail(str(exc), code=2) from None
+    return filters, start
+
+
+def history_rows(intervals: pl.DataFrame) -> pl.DataFrame:
+    """`history --json`'s rows: the price intervals in its columns, by GPU, provider and start."""
+    return intervals.select(HISTORY_COLUMNS).sort(["gpu_name", "provider", "valid_from"])
 
 
 def _history_table(summary: pl.DataFrame, points: pl.DataFrame, times: Sequence[datetime]) -> Table:

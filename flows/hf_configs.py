@@ -11,6 +11,7 @@ what to do. The HTTP client is `connectors.http.make_client`, the project's one 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,13 @@ if TYPE_CHECKING:
     import httpx
 
 HUB_URL = "https://huggingface.co"
+# Limits on a config.json read from a file, the cache, the Hub or pasted into `gpucost serve`. Real
+# ones are 1-10 KB (meta-llama/Llama-3.1-405B's is under 1 KB); 256 KB leaves room for long
+# auto_map / quantization blocks and still refuses a document that is not a config.
+MAX_CONFIG_BYTES = 256 * 1024
+# no architecture number has more digits than this (a 10e12-parameter model has 14): a longer
+# integer is a typo or an attack on int parsing, which is quadratic in the digits
+MAX_INT_DIGITS = 15
 
 
 class ConfigNotFound(Exception):
@@ -48,15 +56,46 @@ def cached_config(model_id: str, cache_dir: Path) -> dict[str, object] | None:
     candidates += sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in candidates:
         if path.is_file():
-            return _parse(path.read_bytes(), str(path))
+            return parse_config(path.read_bytes(), str(path))
     return None
 
 
-def _parse(body: bytes, where: str) -> dict[str, object]:
+class _Refused(ValueError):
+    """A JSON value a config.json never holds (raised inside json.loads)."""
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Refused(f"an integer of {len(text)} digits ({text[:20]}...)")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 parses to inf
+        raise _Refused(f"the number {text[:40]} (beyond a finite float)")
+    return value
+
+
+def _constant(text: str) -> float:
+    raise _Refused(f"{text} (not JSON: NaN and Infinity are no numbers a config states)")
+
+
+def parse_config(body: bytes | str, where: str) -> dict[str, object]:
+    """A config.json's text as a dict, within the limits above; ConfigNotFound (one line) otherwise."""
+    size = len(body.encode("utf-8") if isinstance(body, str) else body)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigNotFound(
+            f"{where} is {size:,} bytes, more than a config.json's {MAX_CONFIG_BYTES:,}-byte limit"
+        )
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except json.JSONDecodeError as exc:
         raise ConfigNotFound(f"{where} is not valid JSON ({exc.msg})") from None
+    except _Refused as exc:
+        raise ConfigNotFound(f"{where} holds {exc}") from None
+    except (RecursionError, UnicodeDecodeError) as exc:
+        raise ConfigNotFound(f"{where} is not a config.json ({type(exc).__name__})") from None
     if not isinstance(data, dict):
         raise ConfigNotFound(f"{where} is not a JSON object (a Hugging Face config.json)")
     return data
@@ -83,7 +122,7 @@ def fetch_config(model_id: str, client: httpx.Client, token: str | None = None) 
         raise ConfigNotFound(f"no model {model_id!r} on the Hugging Face Hub (or it has no config.json)")
     if response.status_code != 200:
         raise ConfigNotFound(f"the Hub answered HTTP {response.status_code} for {model_id}'s config.json")
-    return _parse(response.content, url)
+    return parse_config(response.content, url)
 
 
 def resolve_config(

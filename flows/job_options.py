@@ -10,13 +10,14 @@ one line naming the flag for a value out of range (never a traceback).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import functools
 import inspect
-import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from enum import Enum
 from pathlib import Path
@@ -50,7 +51,7 @@ from finetune.job import (
     padded_shape,
     require_data_parallel,
 )
-from flows.hf_configs import ConfigNotFound, resolve_config
+from flows.hf_configs import ConfigNotFound, parse_config, resolve_config
 from flows.output import err
 from warehouse.seed_models import load_models
 
@@ -81,14 +82,44 @@ DEFAULT_LOSS = LossChoice("standard")
 DEFAULT_QUANT = QuantChoice("nf4-dq")
 # Instruct / chat variants share their base model's architecture (same config.json shapes)
 VARIANT_SUFFIX = re.compile(r"-(instruct|chat|it|base)(-\d{4})?$", re.IGNORECASE)
+# A Hub repo id is `name` or `org/name` of letters, digits, `-`, `_`, `.`, at most 96 characters,
+# no "--" or ".." (huggingface_hub.utils.validate_repo_id, huggingface.co/docs/huggingface_hub/
+# package_reference/utilities, checked 2026-12-02): anything else (a URL, a path) is never looked up
+MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
 
 
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
+class OptionError(typer.Exit):
+    """A job option the rules refuse: `message` names the flag and says what to give instead.
+
+    A typer.Exit, so a command that raises it exits with its code; `gpucost serve` catches it and
+    answers HTTP 422 with the same message (`quiet_option_errors`)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(code)
+        self.message = message
 
 
-def _usage(message: str) -> typer.Exit:
+# set by `gpucost serve` (flows/web.py): the message goes into the HTTP answer, not to stderr
+_QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar("quiet_option_errors", default=False)
+
+
+@contextlib.contextmanager
+def quiet_option_errors() -> Iterator[None]:
+    """Within it, an OptionError is raised without printing its line (the caller reports it)."""
+    token = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
+
+
+def _fail(message: str, code: int = 1) -> OptionError:
+    if not _QUIET.get():
+        err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return OptionError(message, code)
+
+
+def _usage(message: str) -> OptionError:
     """Options that contradict each other: one line, exit 2 like click's own usage errors."""
     return _fail(message, code=2)
 
@@ -120,28 +151,86 @@ def find_model(name: str, models: dict[str, ModelSpec]) -> ModelSpec:
     )
 
 
+# Bounds on a model read from a config.json (file, HF cache, Hub or pasted): about 4-8× the
+# largest public configs (meta-llama/Llama-3.1-405B: 126 layers, hidden 16384, 128 heads,
+# intermediate 53248; google/gemma-3: vocabulary 262144; deepseek-ai/DeepSeek-V3: 256 experts;
+# checked 2026-12-02 on their config.json).
+# A value past them is a typo or a document built to make the model loop for hours.
+MODEL_BOUNDS = {
+    "layers": 1024,
+    "hidden_size": 65536,
+    "attention_heads": 1024,
+    "kv_heads": 1024,
+    "intermediate_size": 262144,
+    "vocab_size": 1_048_576,
+    "num_experts": 1024,
+}
+
+
+def _bounded(spec: ModelSpec, where: str) -> ModelSpec:
+    for name, most in MODEL_BOUNDS.items():
+        value = getattr(spec, name, None)
+        if isinstance(value, int) and value > most:
+            raise _fail(
+                f"{where}: {name} {value:,} is beyond any model this estimates (at most {most:,}); "
+                "check the config.json"
+            )
+    return spec
+
+
+def config_model(data: dict[str, object], where: str) -> ModelSpec:
+    """The model of a parsed config.json (`where` names it in messages), within MODEL_BOUNDS."""
+    try:
+        spec = model_from_hf_config(data, str(data.get("_name_or_path") or where))
+    except (ValueError, TypeError) as exc:
+        raise _fail(str(exc)) from None
+    return _bounded(spec, where)
+
+
+def pasted_model(text: str) -> ModelSpec:
+    """The model of a config.json's text (pasted into `gpucost serve`), with the --config rules."""
+    try:
+        data = parse_config(text, "the pasted config.json")
+    except ConfigNotFound as exc:
+        raise _fail(str(exc)) from None
+    return config_model(data, "the pasted config.json")
+
+
+def resolve_model(job: JobOptions, pasted_config: str | None = None) -> ModelSpec:
+    """The model of `job` (--model or --config) or of a config.json's text pasted into `gpucost
+    serve` instead, with the same rules; no context warning printed (`job.context_warning`)."""
+    if pasted_config is not None:
+        if job.model is not None or job.config is not None:
+            raise _fail("give exactly one of --model ID or a pasted config.json, not both")
+        return pasted_model(pasted_config)
+    return _model(job.model, job.config)
+
+
 def _model(model: str | None, config: Path | None) -> ModelSpec:
     if (model is None) == (config is None):
         raise _fail("give exactly one of --model ID (warehouse/seeds/llm_models.csv) or --config config.json")
     if config is not None:
         try:
-            data = json.loads(config.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            data = parse_config(config.read_bytes(), str(config))
+        except OSError as exc:
             raise _fail(f"cannot read {config}: {exc}") from None
-        if not isinstance(data, dict):
-            raise _fail(f"{config} is not a JSON object (a Hugging Face config.json)")
-        try:
-            return model_from_hf_config(data, str(data.get("_name_or_path") or config))
-        except (ValueError, TypeError) as exc:
+        except ConfigNotFound as exc:
             raise _fail(str(exc)) from None
+        return config_model(data, str(config))
     assert model is not None
+    if not MODEL_ID.fullmatch(model) or ".." in model or "--" in model:
+        raise _fail(
+            f"--model {model[:120]!r} is not a model id: give a seeded model (gpucost models) or a "
+            "Hugging Face id like org/name (letters, digits, -, _, .), or pass its config.json with --config"
+        )
     models = load_models()
     if "/" in model and not _seeded(model, models):
         try:
             data = resolve_config(model)
-            return model_from_hf_config(data, model)
         except ConfigNotFound as exc:
             raise _fail(str(exc)) from None
+        try:
+            return _bounded(model_from_hf_config(data, model), model)
         except (ValueError, TypeError) as exc:
             raise _fail(str(exc)) from None
     return find_model(model, models)
@@ -482,20 +571,25 @@ class JobOptions:
         """The model of --model or --config; one line and exit 1 when neither resolves. A sequence
         longer than the model's context length (max_position_embeddings) is warned of in one line."""
         spec = _model(self.model, self.config)
+        warning = self.context_warning(spec)
+        if warning:
+            err.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
+        return spec
+
+    def context_warning(self, spec: ModelSpec) -> str | None:
+        """One line when the sequence is longer than `spec`'s context length, else None."""
         longest, flag = (
             (self.max_len, "--max-len")
             if self.max_len is not None
             else (self.seq_len or DEFAULT_SEQ_LEN, "--seq-len" if self.seq_len else "the default --seq-len")
         )
-        if longest > spec.max_context:
-            err.print(
-                f"[yellow]warning:[/] {flag} {longest} is beyond {spec.model_id}'s context length of "
-                f"{spec.max_context} tokens (max_position_embeddings in its config): it was not trained "
-                "on sequences this long; the estimate assumes it runs them (RoPE scaling, say)",
-                soft_wrap=True,
-                highlight=False,
-            )
-        return spec
+        if longest <= spec.max_context:
+            return None
+        return (
+            f"{flag} {longest} is beyond {spec.model_id}'s context length of "
+            f"{spec.max_context} tokens (max_position_embeddings in its config): it was not trained "
+            "on sequences this long; the estimate assumes it runs them (RoPE scaling, say)"
+        )
 
     def job(
         self, *, sharding: str, padding_efficiency: float | None = None, compiled: bool = False

@@ -42,8 +42,16 @@ class Chromium:
     """One headless Chromium with one page (tab), driven synchronously."""
 
     def __init__(
-        self, executable: str, *, width: int = 1280, height: int = 900, timeout: float = 30.0
+        self,
+        executable: str,
+        *,
+        width: int = 1280,
+        height: int = 900,
+        timeout: float = 30.0,
+        loopback: bool = False,
     ) -> None:
+        """`loopback`: 127.0.0.1 stays reachable (a server the test started, `gpucost serve`);
+        every other name and address still resolves to nothing."""
         self.timeout = timeout
         self.events: list[dict[str, Any]] = []
         self._next_id = 0
@@ -65,7 +73,8 @@ class Chromium:
             "--disable-sync",
             "--disable-extensions",
             "--no-pings",
-            "--host-resolver-rules=MAP * ~NOTFOUND",  # no host name resolves: nothing leaves
+            # no host name resolves: nothing leaves (but the loopback server a test asked for)
+            "--host-resolver-rules=MAP * ~NOTFOUND" + (", EXCLUDE 127.0.0.1" if loopback else ""),
             f"--window-size={width},{height}",
             "about:blank",
         ]

@@ -156,6 +156,7 @@ OFFLINE_SKIPS = {
     "restore": "the README's restore reads S3 over the network (tests/test_backup.py restores from "
     "an S3 API on loopback and from a folder)",
     "pull": "pull reads a publication from a bucket or server (tests/test_pull.py serves one on loopback)",
+    "serve": "serve runs until it is stopped (tests/test_serve.py starts it on loopback and stops it)",
 }
 EXAMPLES = readme_examples()
 

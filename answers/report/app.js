@@ -123,6 +123,10 @@
   function writeState() {
     if (!stateReady) return;
     var query = new URLSearchParams();
+    // the served page's job form (planner.js) keeps its own "job." keys
+    new URLSearchParams(location.search).forEach(function (value, key) {
+      if (key.indexOf("job.") === 0) query.set(key, value);
+    });
     STATE.forEach(function (entry) {
       var value = entry.get();
       if (value !== entry.initial) query.set(entry.key, value);
@@ -162,10 +166,13 @@
   // -- views ------------------------------------------------------------------------------------
 
   var VIEWS = ["compare", "fit", "history", "freshness"];
+  // `gpucost serve`'s page has a job form, the view it opens on
+  var PLANNED = !!document.getElementById("view-plan");
+  if (PLANNED) VIEWS.unshift("plan");
   var rendered = {};
   function showView() {
     var name = (location.hash || "").replace("#", "");
-    if (VIEWS.indexOf(name) < 0) name = "compare";
+    if (VIEWS.indexOf(name) < 0) name = PLANNED ? "plan" : "compare";
     VIEWS.forEach(function (view) {
       // sections are "view-<name>": no element has the hash as its id, so a tab never scrolls
       document.getElementById("view-" + view).classList.toggle("active", view === name);
