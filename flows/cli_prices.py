@@ -323,7 +323,7 @@ def prices_filters(
     )
 
 
-def price_rows(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime) -> pl.DataFrame:
+def price_rows(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime) -> Rows:
     """`prices`' rows (answers.prices.prices), in its --json columns."""
     from answers import prices as answers
 
