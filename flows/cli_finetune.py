@@ -153,7 +153,7 @@ class MemoryAsk:
             "job": asdict(self.job),
             "padding": _padding(self.shape),
             "memory_gb": answer.breakdown.as_dict(),
-            "totals_gb": _totals(answer.breakdown),
+            "totals_gb": memory_totals(answer.breakdown),
         }
 
 
@@ -209,7 +209,8 @@ def memory(
     )
 
 
-def _totals(breakdown: Any) -> dict[str, Any]:
+def memory_totals(breakdown: Any) -> dict[str, Any]:
+    """The three readings of a job's per-GPU memory in `--json` (and the API's `totals_gb`)."""
     return {
         "allocated_gb": breakdown.allocated_gb,
         "reserved_gb": breakdown.reserved_gb,
@@ -750,7 +751,7 @@ def stated_payload(answer: StatedEstimate, fjob: FinetuneJob, shape: PaddedShape
             "method": answer.job.method,
             **answer.as_dict(),
             "memory_gb": breakdown.as_dict(),
-            "totals_gb": _totals(breakdown),
+            "totals_gb": memory_totals(breakdown),
             "padding": _padding(shape),
         }
     )

@@ -161,7 +161,7 @@ def open_answers() -> tuple[duckdb.DuckDBPyConnection, str | None]:
     return con, banner
 
 
-def _why_no_prices(
+def why_no_prices(
     con: duckdb.DuckDBPyConnection, banner: str | None, filters: OfferFilters, now: datetime
 ) -> str:
     """Why `prices` has nothing to show: no refresh loaded any, the filters removed every row, or
@@ -362,7 +362,7 @@ def prices(
     try:
         rows = price_rows(con, filters, now)
         if rows.is_empty():
-            raise _fail(_why_no_prices(con, banner, filters, now))
+            raise _fail(why_no_prices(con, banner, filters, now))
     except WarehouseError as exc:
         raise _fail(str(exc)) from None
     finally:

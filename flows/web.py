@@ -294,7 +294,7 @@ def ask_estimate(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
             "n_gpus": best["gpus_used"],
             "trainable_params": memory.trainable_params,
             "memory_gb": memory.breakdown.as_dict(),
-            "totals_gb": cli_finetune._totals(memory.breakdown),
+            "totals_gb": cli_finetune.memory_totals(memory.breakdown),
         },
         "excluded": cli_finetune.json_ready(excluded.head(EXCLUDED_ROWS).to_dicts()),
         "excluded_total": excluded.height,
@@ -327,7 +327,7 @@ def ask_prices(values: dict[str, Any]) -> dict[str, Any]:
         with _reader() as (con, banner):
             try:
                 rows = cli_prices.price_rows(con, filters, now)
-                why = cli_prices._why_no_prices(con, banner, filters, now) if rows.is_empty() else None
+                why = cli_prices.why_no_prices(con, banner, filters, now) if rows.is_empty() else None
             except AnswerError as exc:  # a filter naming nothing that exists
                 raise _errors([(_field_named(str(exc), PRICES_FIELDS, "gpu"), str(exc))]) from None
     return {"notice": banner, "why": why, "rows": cli_prices.rows_json(rows)}
