@@ -201,7 +201,10 @@ def provider_url(source: str | None) -> str | None:
     """The provider's page to link to, from the `source` citation of its providers.csv row: the
     first URL naming prices or pricing, else the first URL."""
     urls = re.findall(r"https?://[^\s;,()]+", source or "")
-    return next((u for u in urls if "pric" in u.lower()), urls[0] if urls else None)
+    url = next((u for u in urls if "pric" in u.lower()), urls[0] if urls else None)
+    # a bare origin is written as a browser resolves it (https://docs.latitude.sh -> .../), so the
+    # link the page shows is the link it follows
+    return url + "/" if url and re.fullmatch(r"https?://[^/]+", url) else url
 
 
 def _exists(con: duckdb.DuckDBPyConnection, relation: str) -> bool:

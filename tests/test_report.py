@@ -160,6 +160,9 @@ def test_provider_url_prefers_the_pricing_page_of_the_citation():
     assert report.provider_url("https://docs.x.ai/billing ; https://x.ai/pricing") == "https://x.ai/pricing"
     assert report.provider_url("https://docs.x.ai/billing (per second)") == "https://docs.x.ai/billing"
     assert report.provider_url("seen on the console") is None
+    # a bare origin gets the slash a browser's link resolves to; a URL with a path is kept as cited
+    assert report.provider_url("https://docs.latitude.sh ; notes") == "https://docs.latitude.sh/"
+    assert report.provider_url("https://x.ai/") == "https://x.ai/"
 
 
 # -- will my job fit ---------------------------------------------------------------------------------

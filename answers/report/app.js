@@ -636,8 +636,10 @@
   // colour-blind included; a chart draws at most that many lines unless asked for all of them
   var PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f"];
   var TOP_SERIES = PALETTE.length;
-  // past the palette, a line differs from its same-coloured one by its dashes
-  var DASHES = [[], [8, 4], [2, 3]];
+  // past the palette, a line differs from its same-coloured one by its dashes, and its legend
+  // swatch by the CSS border style nearest that pattern: 8 colours x 4 patterns tell 32 lines apart
+  var DASHES = [[], [8, 4], [2, 3], [12, 3, 2, 3]];
+  var DASH_STYLES = ["solid", "dashed", "dotted", "double"];
   var charts = [];
   var historySelect = document.getElementById("history-gpu");
   var historyAll = document.getElementById("history-all");
@@ -729,8 +731,7 @@
         plugins: [tooltip()],
         // the legend's swatch repeats the line's dashes, so two lines of one colour stay told apart
         legend: { markers: { width: 3, dash: function (u, i) {
-          var dash = u.series[i].dash;
-          return dash && dash.length ? (dash[0] > 4 ? "dashed" : "dotted") : "solid";
+          return DASH_STYLES[Math.floor((i - 1) / PALETTE.length) % DASHES.length];
         } } },
         series: [{}].concat(series.map(function (s, i) {
           return {
