@@ -327,6 +327,26 @@ def prices(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime)
     return cheapest_per_provider(con, filters, now)
 
 
+def why_no_prices(
+    con: duckdb.DuckDBPyConnection, banner: str | None, filters: OfferFilters, now: datetime
+) -> str:
+    """Why `prices` has nothing to show: no refresh loaded any, the filters removed every row, or
+    every provider's offers are closed or stale. "Loosen a filter" only when one removed rows.
+    `banner` is what `warehouse.db.open_reader` said of the warehouse it opened."""
+    from warehouse.db import NO_LIVE_REFRESH
+
+    if banner == NO_LIVE_REFRESH:
+        return NO_LIVE_REFRESH
+    everything = OfferFilters(include_stale=True, include_unavailable=True)
+    if filters.describe() and not prices(con, everything, now).is_empty():
+        asked = filters.describe()
+        return f"no current offers match {asked}; loosen a filter or see `gpucost prices` without it"
+    return (
+        "no current offers in the warehouse: every provider's offers are closed or stale "
+        "(`gpucost status` says why)"
+    )
+
+
 def fetched_between(frame: Rows | pl.DataFrame) -> tuple[datetime | None, datetime | None]:
     """(oldest, newest) `last_seen_at` of the rows: when the prices shown were fetched."""
     if frame.is_empty() or "last_seen_at" not in frame.columns:

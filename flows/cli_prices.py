@@ -161,27 +161,6 @@ def open_answers() -> tuple[duckdb.DuckDBPyConnection, str | None]:
     return con, banner
 
 
-def why_no_prices(
-    con: duckdb.DuckDBPyConnection, banner: str | None, filters: OfferFilters, now: datetime
-) -> str:
-    """Why `prices` has nothing to show: no refresh loaded any, the filters removed every row, or
-    every provider's offers are closed or stale. "Loosen a filter" only when one removed rows."""
-    from answers import prices as answers
-    from answers.prices import OfferFilters
-    from warehouse.db import NO_LIVE_REFRESH
-
-    if banner == NO_LIVE_REFRESH:
-        return NO_LIVE_REFRESH
-    everything = OfferFilters(include_stale=True, include_unavailable=True)
-    if filters.describe() and not answers.prices(con, everything, now).is_empty():
-        asked = filters.describe()
-        return f"no current offers match {asked}; loosen a filter or see `gpucost prices` without it"
-    return (
-        "no current offers in the warehouse: every provider's offers are closed or stale "
-        "(`gpucost status` says why)"
-    )
-
-
 # --- formatting ---------------------------------------------------------------------------------
 
 
@@ -352,6 +331,8 @@ def prices(
     "≥" marks a page's "from" price (a lower bound); "market p10" is a marketplace's statistic;
     "†" a price for the GPU alone (CPU, RAM, disk extra); "✗" an offer marked unavailable.
     """
+    from answers.prices import why_no_prices
+
     if as_json and as_csv:
         raise _fail("--json and --csv are exclusive", code=2)
     filters = prices_filters(

@@ -318,6 +318,8 @@ def ask_memory(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
 
 def ask_prices(values: dict[str, Any]) -> dict[str, Any]:
     """`/api/prices`: `gpucost prices --json`'s rows, and why there are none."""
+    from answers.prices import why_no_prices
+
     with quiet_option_errors():
         try:
             filters = cli_prices.prices_filters(**values)
@@ -327,7 +329,7 @@ def ask_prices(values: dict[str, Any]) -> dict[str, Any]:
         with _reader() as (con, banner):
             try:
                 rows = cli_prices.price_rows(con, filters, now)
-                why = cli_prices.why_no_prices(con, banner, filters, now) if rows.is_empty() else None
+                why = why_no_prices(con, banner, filters, now) if rows.is_empty() else None
             except AnswerError as exc:  # a filter naming nothing that exists
                 raise _errors([(_field_named(str(exc), PRICES_FIELDS, "gpu"), str(exc))]) from None
     return {"notice": banner, "why": why, "rows": cli_prices.rows_json(rows)}

@@ -510,3 +510,13 @@ def test_parse_since(text: str, expected: datetime) -> None:
 def test_parse_since_refuses_what_is_not_a_past_time(text: str) -> None:
     with pytest.raises(AnswerError, match="--since"):
         answers.parse_since(text, T0)
+
+
+def test_why_no_prices_says_which_of_the_three_reasons_it_is(con: duckdb.DuckDBPyConnection) -> None:
+    from warehouse.db import NO_LIVE_REFRESH
+
+    # the CLI and the planner's /api/prices ask this one function
+    assert answers.why_no_prices(con, NO_LIVE_REFRESH, OfferFilters(), T0 + DAY) == NO_LIVE_REFRESH
+    why = answers.why_no_prices(con, None, OfferFilters(gpus=("B200",)), T0 + DAY)
+    assert why.startswith("no current offers match --gpu B200; loosen a filter")
+    assert "closed or stale" in answers.why_no_prices(con, None, OfferFilters(), T0 + DAY)
