@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,18 @@ def find_chromium() -> str | None:
     if configured:
         return configured if Path(configured).exists() else shutil.which(configured)
     return next((path for name in CANDIDATES if (path := shutil.which(name))), None)
+
+
+@contextlib.contextmanager
+def screenshot_folder(folder: Path) -> Iterator[Path]:
+    """A folder for a browser test module's screenshots; on exit they are copied to
+    $GPUCOST_REPORT_SHOTS when it is set (to look at them after a run), else left in the temp dir."""
+    yield folder
+    copy_to = os.environ.get("GPUCOST_REPORT_SHOTS")
+    if copy_to:
+        Path(copy_to).mkdir(parents=True, exist_ok=True)
+        for shot in folder.glob("*.png"):
+            shutil.copy2(shot, Path(copy_to) / shot.name)
 
 
 class CdpError(RuntimeError):

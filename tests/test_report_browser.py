@@ -9,9 +9,7 @@ skip and say so.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ import duckdb
 import pytest
 
 from answers import report
-from tests.cdp import Chromium, find_chromium
+from tests.cdp import Chromium, find_chromium, screenshot_folder
 from tests.replay_warehouse import build_replay_warehouse
 from warehouse.db import connect
 
@@ -68,13 +66,8 @@ def page_url(replay: duckdb.DuckDBPyConnection, tmp_path_factory: pytest.TempPat
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    folder = tmp_path_factory.mktemp("report-shots")
-    yield folder
-    copy_to = os.environ.get("GPUCOST_REPORT_SHOTS")
-    if copy_to:
-        Path(copy_to).mkdir(parents=True, exist_ok=True)
-        for shot in folder.glob("*.png"):
-            shutil.copy2(shot, Path(copy_to) / shot.name)
+    with screenshot_folder(tmp_path_factory.mktemp("report-shots")) as folder:
+        yield folder
 
 
 @pytest.fixture(scope="module")

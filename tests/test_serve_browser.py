@@ -10,8 +10,6 @@ Needs Chromium (Debian's `chromium`); without one these tests skip and say so.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ import httpx
 import pytest
 
 from flows import web
-from tests.cdp import Chromium, find_chromium
+from tests.cdp import Chromium, find_chromium, screenshot_folder
 from tests.replay_warehouse import replay_only_home
 from tests.served import TINY_CONFIG, hub_cache, running, serve_env
 
@@ -52,13 +50,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    folder = tmp_path_factory.mktemp("serve-shots")
-    yield folder
-    copy_to = os.environ.get("GPUCOST_REPORT_SHOTS")
-    if copy_to:
-        Path(copy_to).mkdir(parents=True, exist_ok=True)
-        for shot in folder.glob("*.png"):
-            shutil.copy2(shot, Path(copy_to) / shot.name)
+    with screenshot_folder(tmp_path_factory.mktemp("serve-shots")) as folder:
+        yield folder
 
 
 @pytest.fixture(scope="module")
