@@ -42,8 +42,6 @@ import yaml
 
 from tests.conftest import REPO, PostgresPrefect
 
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-
 REPLAY = REPO / "tests" / "replay"
 POOL = "gpucost-team"
 DEPLOYMENT = "replay-scheduled"
