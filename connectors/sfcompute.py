@@ -89,7 +89,9 @@ def fetch(
 ) -> Iterator[RawResponse]:
     headers = {"Accept": "application/json", "Authorization": f"Bearer {creds[CREDENTIAL]}"}
     for instance_type in INSTANCE_TYPES:
-        yield client.fetch("GET", QUOTE_URL, params=quote_params(instance_type), headers=headers, timeout=QUOTE_TIMEOUT)
+        yield client.fetch(
+            "GET", QUOTE_URL, params=quote_params(instance_type), headers=headers, timeout=QUOTE_TIMEOUT
+        )
 
 
 def quote_params(instance_type: str) -> dict[str, str | int]:
@@ -138,7 +140,9 @@ def quote_offer(quote: Mapping[str, Any], asked: str, fetched_at: datetime) -> O
     if problem is None and not (nodes and nodes > 0):
         problem = f"quote.quantity is not a positive node count: {quote.get('quantity')!r}"
     if problem is None and hours is None:
-        problem = f"block length unreadable: start_at {quote.get('start_at')!r}, end_at {quote.get('end_at')!r}"
+        problem = (
+            f"block length unreadable: start_at {quote.get('start_at')!r}, end_at {quote.get('end_at')!r}"
+        )
     instance_type = str(quote.get("instance_type") or asked)
     return Offer(
         provider=name,

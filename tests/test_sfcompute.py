@@ -74,13 +74,17 @@ def test_each_instance_type_is_one_offer_per_node_hour() -> None:
 
 def test_the_per_gpu_rate_agrees_with_the_cli_formula() -> None:
     """The CLI's getPricePerGpuHourFromQuote: price / GPUS_PER_NODE / quantity / hours (in cents)."""
-    offer = parsed(quote(price=38400, quantity=8, start_at="2026-12-01T09:00:00Z", end_at="2026-12-01T13:00:00Z"))
+    offer = parsed(
+        quote(price=38400, quantity=8, start_at="2026-12-01T09:00:00Z", end_at="2026-12-01T13:00:00Z")
+    )
     assert offer.price_per_hour == pytest.approx(12.0)  # $12 per node-hour
     assert offer.price_per_hour / offer.gpu_count == pytest.approx(38400 / 8 / 8 / 4 / 100)
 
 
 def test_a_block_of_several_nodes_and_hours_is_divided_into_node_hours() -> None:
-    offer = parsed(quote(price="10800", quantity="2", start_at="2026-12-01T09:00:00Z", end_at="2026-12-01T12:00:00Z"))
+    offer = parsed(
+        quote(price="10800", quantity="2", start_at="2026-12-01T09:00:00Z", end_at="2026-12-01T12:00:00Z")
+    )
     assert offer.price_per_hour == pytest.approx(18.0)
     assert offer.provider_data["block_hours"] == 3.0
 
@@ -95,7 +99,9 @@ def test_a_block_of_several_nodes_and_hours_is_divided_into_node_hours() -> None
         (datetime(2026, 12, 1, 9, 31, 0, tzinfo=UTC), 0.5),
     ],
 )
-def test_a_start_of_now_counts_from_the_next_minute_after_the_fetch(fetched_at: datetime, hours: float) -> None:
+def test_a_start_of_now_counts_from_the_next_minute_after_the_fetch(
+    fetched_at: datetime, hours: float
+) -> None:
     offer = parsed(quote(start_at="NOW", end_at="2026-12-01T10:01:00Z"), fetched_at=fetched_at)
     assert offer.provider_data["block_hours"] == pytest.approx(hours)
     assert offer.price_per_hour == pytest.approx(17.92 / hours)
@@ -161,7 +167,12 @@ def test_the_instance_type_is_the_quoted_one_or_else_the_one_asked() -> None:
 
 
 def test_gpu_word_reads_the_type_name() -> None:
-    assert [sfcompute.gpu_word(t) for t in ("h100i", "h100v", "h200ki", "b200")] == ["h100", "h100", "h200", "b200"]
+    assert [sfcompute.gpu_word(t) for t in ("h100i", "h100v", "h200ki", "b200")] == [
+        "h100",
+        "h100",
+        "h200",
+        "b200",
+    ]
     assert sfcompute.gpu_word("Zeta Z9") == "Zeta Z9"
 
 
@@ -202,7 +213,11 @@ def test_fetch_sends_the_key_as_a_bearer_token_and_asks_every_type() -> None:
     with make_client(transport=httpx.MockTransport(handler), secrets=["sk_live_x"]) as client:
         responses = list(sfcompute.fetch(client, {"SF_API_KEY": "sk_live_x"}))
     assert [r.headers["authorization"] for r in seen] == ["Bearer sk_live_x"] * 3
-    assert [parse_qs(urlsplit(r.url).query)["instance_type"] for r in responses] == [["h100i"], ["h100v"], ["h200ki"]]
+    assert [parse_qs(urlsplit(r.url).query)["instance_type"] for r in responses] == [
+        ["h100i"],
+        ["h100v"],
+        ["h200ki"],
+    ]
     assert all("sk_live_x" not in r.url for r in responses)
     assert len(offers(list(sfcompute.parse(responses)))) == 3
 
@@ -214,7 +229,8 @@ def test_the_key_is_required() -> None:
 def test_every_offer_maps_to_a_gpu_with_its_interconnect() -> None:
     found = offers(list(sfcompute.parse([answer(fixture(t), t) for t in sfcompute.INSTANCE_TYPES])))
     resolved = {
-        k: CATALOG.resolve("sfcompute", k, o.gpu_name_raw, o.gpu_memory_gb_raw, o.gpu_count) for k, o in found.items()
+        k: CATALOG.resolve("sfcompute", k, o.gpu_name_raw, o.gpu_memory_gb_raw, o.gpu_count)
+        for k, o in found.items()
     }
     assert [k for k, m in resolved.items() if m is None] == []
     h100i, h100v, h200ki = resolved["h100i"], resolved["h100v"], resolved["h200ki"]
