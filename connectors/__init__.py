@@ -33,6 +33,7 @@ from connectors import (
     modal,
     nebius,
     oci,
+    ori,
     ovhcloud,
     paperspace,
     runpod,
@@ -91,6 +92,7 @@ CONNECTORS: dict[str, Connector] = {
         lightning,
         hetzner,
         sfcompute,
+        ori,
     )
 }
 
