@@ -163,7 +163,7 @@ def quote_offer(quote: Mapping[str, Any], asked: str, fetched_at: datetime) -> O
             "block_hours": hours,
             "start_at": quote.get("start_at"),
             "end_at": quote.get("end_at"),
-            "price_statistic": "quote: the market price to buy one node for one hour starting now",
+            "price_statistic": "quote (1 node, 1 h, from now)",
             "gpu_count_stated": False,
         },
         scope=f"quote:{asked}",
