@@ -84,8 +84,8 @@ def test_a_per_minute_rate_that_disagrees_with_the_hourly_one_is_a_wrong_row() -
 
 
 def test_rates_printed_to_different_decimals_agree() -> None:
-    """Ori prints some rates to 6 decimals per minute and 5 per hour (0.019044 x 60 = 1.14264 vs
-    1.14261 on the 2024 page): within the 0.1 % the check allows."""
+    """Ori prints some rates to 6 decimals per minute and 5 per hour (the L4 row as the page's text
+    transcription shows it: 0.019044 x 60 = 1.14264 vs 1.14261): within the 0.1 % the check allows."""
     html = edited("<td>0.015000</td><td>0.90000</td>", "<td>0.019044</td><td>1.14261</td>")
     assert offers(list(ori.parse([page(html)])))["ogx-k8s-l4"].problem is None
 
