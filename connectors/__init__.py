@@ -33,11 +33,13 @@ from connectors import (
     modal,
     nebius,
     oci,
+    ori,
     ovhcloud,
     paperspace,
     runpod,
     salad,
     scaleway,
+    sfcompute,
     tensordock,
     thundercompute,
     together,
@@ -89,6 +91,8 @@ CONNECTORS: dict[str, Connector] = {
         modal,
         lightning,
         hetzner,
+        sfcompute,
+        ori,
     )
 }
 
