@@ -103,6 +103,13 @@ FOREACH_TEMPORARIES = 1.0
 # flight, the host-to-device copy of the unit after next (DeepSpeed's offload prefetch queue).
 LIVE_UNITS = 2
 LIVE_UNITS_OFFLOAD = 3
+# FSDP CPU offload copies a unit's shard to the GPU before all-gathering it, as a new tensor beside
+# the unsharded buffer (FlatParamHandle.pre_unshard: "elif self._offload_params and ... device !=
+# self.device: self.flat_param_to(self.device, non_blocking=True)", "This creates a new tensor
+# distinct from any attributes"; torch/distributed/fsdp/_flat_param.py), freed at reshard: each
+# live unit costs 1 + 1/N of its size on the GPU.
+def fsdp_offload_live_factor(n_gpus: int) -> float:
+    return 1.0 + 1.0 / max(1, n_gpus)
 # DeepSpeed ZeRO-3 (zero3_impl="deepspeed") gathers by budget, not by unit. Defaults from
 # deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig): stage3_max_live_parameters 1e9,
 # stage3_prefetch_bucket_size 5e7, stage3_param_persistence_threshold 1e5, stage3_max_reuse_distance
@@ -450,6 +457,8 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
             # DeepSpeed does not gather at all (all_gather_coalesced returns
             # _no_gather_coalesced when num_partitions == 1)
             live = live if job.offload or n > 1 else 0.0
+        elif job.offload and job.sharding == "zero3":
+            live = _module_bytes(job) * largest_layer_params(model) * fsdp_offload_live_factor(n)
         return model_states_bytes(
             model.params,
             largest_layer_params(model),
@@ -480,6 +489,8 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
             units = min(model.layers, LIVE_UNITS_OFFLOAD if job.offload else LIVE_UNITS)
             root = _root_unit_frozen_bytes(model, job) + copy_w * copies
             gathered = root + units * unit
+            if job.offload:
+                gathered *= fsdp_offload_live_factor(n)
         # The gathered set is a full-size buffer beside each GPU's own shard: FSDP all-gathers a
         # unit into "a padded unsharded tensor that serves as the all-gather destination"
         # (FlatParamHandle.init_flat_param_attributes, torch/distributed/fsdp/_flat_param.py:
