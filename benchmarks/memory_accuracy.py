@@ -149,7 +149,9 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
     # AdamW state is bf16), and a loop that keeps `output` until after backward
     fsdp_qlora = "fsdp_qlora" in text
     # torchtune and litgpt `bf16-true` keep every tensor in bf16; HF/DeepSpeed `bf16` is mixed.
-    pure = _has(text, "pure", "bf16-true", "torchtune", "bf16 states") or (fsdp_qlora and "autocast" not in text)
+    pure = _has(text, "pure", "bf16-true", "torchtune", "bf16 states") or (
+        fsdp_qlora and "autocast" not in text
+    )
     precision = "bf16-pure" if pure else "bf16-mixed"
     optimizer = "adamw"
     if _has(text, "8bit", "8-bit"):
@@ -229,6 +231,8 @@ class Result:
     case: Case
     predicted_gb: float | None
     error_pct: float | None
+    # which phase sets the predicted peak: load, step or optimizer (MemoryBreakdown.peak_phase)
+    phase: str = ""
 
 
 def evaluate(csv_path: Path, models: dict[str, ModelSpec] | None = None) -> list[Result]:
@@ -243,7 +247,8 @@ def evaluate(csv_path: Path, models: dict[str, ModelSpec] | None = None) -> list
             continue
         b = memory_per_gpu(case.model, case.job, case.n_gpus)
         predicted = {"allocated": b.allocated_gb, "reserved": b.reserved_gb}.get(case.kind, b.total_gb)
-        results.append(Result(case, predicted, (predicted - case.measured_gb) / case.measured_gb * 100))
+        error = (predicted - case.measured_gb) / case.measured_gb * 100
+        results.append(Result(case, predicted, error, b.peak_phase))
     return results
 
 
@@ -290,7 +295,7 @@ def _print_set(title: str, results: list[Result]) -> None:
             knobs += f" {j.loss}-ce"
         if j.mixed_precision != "fsdp":
             knobs += f" {j.mixed_precision}"
-        knobs += f" [{c.kind}]"
+        knobs += f" [{c.kind}, {r.phase} peak]"
         if c.note:
             knobs += f" ({c.note})"
         print(

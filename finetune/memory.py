@@ -103,6 +103,8 @@ FOREACH_TEMPORARIES = 1.0
 # flight, the host-to-device copy of the unit after next (DeepSpeed's offload prefetch queue).
 LIVE_UNITS = 2
 LIVE_UNITS_OFFLOAD = 3
+
+
 # FSDP CPU offload copies a unit's shard to the GPU before all-gathering it, as a new tensor beside
 # the unsharded buffer (FlatParamHandle.pre_unshard: "elif self._offload_params and ... device !=
 # self.device: self.flat_param_to(self.device, non_blocking=True)", "This creates a new tensor
@@ -110,6 +112,8 @@ LIVE_UNITS_OFFLOAD = 3
 # live unit costs 1 + 1/N of its size on the GPU.
 def fsdp_offload_live_factor(n_gpus: int) -> float:
     return 1.0 + 1.0 / max(1, n_gpus)
+
+
 # DeepSpeed ZeRO-3 (zero3_impl="deepspeed") gathers by budget, not by unit. Defaults from
 # deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig): stage3_max_live_parameters 1e9,
 # stage3_prefetch_bucket_size 5e7, stage3_param_persistence_threshold 1e5, stage3_max_reuse_distance
