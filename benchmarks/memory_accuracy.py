@@ -143,8 +143,15 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
     else:
         zero3_impl = "fsdp"
 
+    # AnswerDotAI/fsdp_qlora's train.py, where a row states nothing else: its `fsdp_qlora()`
+    # defaults (lora_rank 64, lora_target_modules "all" = q,k,v,o,gate,up,down, lora_dropout 0.1,
+    # precision "bf16", which sets no FSDP MixedPrecision policy: every parameter, gradient and
+    # AdamW state is bf16), and a loop that keeps `output` until after backward
+    fsdp_qlora = "fsdp_qlora" in text
     # torchtune and litgpt `bf16-true` keep every tensor in bf16; HF/DeepSpeed `bf16` is mixed.
-    pure = _has(text, "pure", "bf16-true", "torchtune", "bf16 states")
+    pure = _has(text, "pure", "bf16-true", "torchtune", "bf16 states") or (
+        fsdp_qlora and "autocast" not in text
+    )
     precision = "bf16-pure" if pure else "bf16-mixed"
     optimizer = "adamw"
     if _has(text, "8bit", "8-bit"):
@@ -154,8 +161,8 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
     # "unstated" → on: LLaMA-Factory, axolotl and TRL examples enable it by default
     grad_ckpt = not gc_raw.startswith("no")
     rank_match = re.search(r"\br\s*=?\s*(\d+)", text)
-    rank = int(rank_match.group(1)) if rank_match else 8
-    all_linear = _has(text, "all-linear", "all linear", "w1", "gate_proj", "mlp")
+    rank = int(rank_match.group(1)) if rank_match else (64 if fsdp_qlora else 8)
+    all_linear = _has(text, "all-linear", "all linear", "w1", "gate_proj", "mlp") or fsdp_qlora
     fused = bool(re.search(r"\bcce\b|liger|cut.cross", text))
     chunked = "chunked" in text
     # torchtune's configs default to CEWithChunkedOutputLoss from v0.3 (2024-09)
@@ -179,6 +186,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
     qwen1 = re.match(r"(qwen/)?qwen-\d", row["model"].lower()) is not None
     logits_fp32 = not (qwen1 and (_has(row["precision"].lower(), "fp16") or "deepspeed" in method_raw))
     dropout_match = re.search(r"dropout\s*=?\s*(0?\.\d+|0)\b", text)
+    dropout = float(dropout_match.group(1)) if dropout_match else (0.1 if fsdp_qlora else None)
 
     params_b = float(row["params_b"]) if row.get("params_b") else None
     try:
@@ -202,7 +210,8 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
         zero3_impl=zero3_impl,  # type: ignore[arg-type]
         mixed_precision=mixed,  # type: ignore[arg-type]
         logits_fp32=logits_fp32,
-        lora_dropout=float(dropout_match.group(1)) if dropout_match and method != "full" else None,
+        lora_dropout=dropout if method != "full" else None,
+        keeps_outputs=fsdp_qlora,
     )
     return Case(
         setup,
@@ -222,6 +231,8 @@ class Result:
     case: Case
     predicted_gb: float | None
     error_pct: float | None
+    # which phase sets the predicted peak: load, step or optimizer (MemoryBreakdown.peak_phase)
+    phase: str = ""
 
 
 def evaluate(csv_path: Path, models: dict[str, ModelSpec] | None = None) -> list[Result]:
@@ -236,7 +247,8 @@ def evaluate(csv_path: Path, models: dict[str, ModelSpec] | None = None) -> list
             continue
         b = memory_per_gpu(case.model, case.job, case.n_gpus)
         predicted = {"allocated": b.allocated_gb, "reserved": b.reserved_gb}.get(case.kind, b.total_gb)
-        results.append(Result(case, predicted, (predicted - case.measured_gb) / case.measured_gb * 100))
+        error = (predicted - case.measured_gb) / case.measured_gb * 100
+        results.append(Result(case, predicted, error, b.peak_phase))
     return results
 
 
@@ -283,7 +295,7 @@ def _print_set(title: str, results: list[Result]) -> None:
             knobs += f" {j.loss}-ce"
         if j.mixed_precision != "fsdp":
             knobs += f" {j.mixed_precision}"
-        knobs += f" [{c.kind}]"
+        knobs += f" [{c.kind}, {r.phase} peak]"
         if c.note:
             knobs += f" ({c.note})"
         print(

@@ -308,10 +308,12 @@ def model_from_hf_config(config: Mapping[str, object], model_id: str) -> ModelSp
         tied = bool(config.get("tie_word_embeddings", True))
     else:
         layers = num("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-        if (
-            model_type == "falcon"
-            and config.get("multi_query")
-            and not config.get("new_decoder_architecture")
+        # multi-query attention: one shared key/value head (FalconAttention without
+        # new_decoder_architecture; GPTBigCodeAttention: `self.kv_heads = 1 if self.multi_query
+        # else self.num_heads`, StarCoder 1 and SantaCoder)
+        multi_query = bool(config.get("multi_query"))
+        if (model_type == "falcon" and multi_query and not config.get("new_decoder_architecture")) or (
+            model_type == "gpt_bigcode" and multi_query
         ):
             kv_heads = 1
         else:

@@ -139,6 +139,11 @@ class Job:
     logits_fp32: bool = True
     # --- modeltime (issue 23) ---
     kernels: Kernels = "plain"
+    # --- modelmem (issue 23): the training loop holds the model's output object, and so its
+    # logits, until after backward (`output = model(...); output.loss.backward(); output = None`,
+    # AnswerDotAI/fsdp_qlora train.py; accelerate's example loops). False: transformers' Trainer,
+    # whose compute_loss returns the loss alone, and torchtune, which `del logits` before backward.
+    keeps_outputs: bool = False
 
     def __post_init__(self) -> None:
         if min(self.seq_len, self.micro_batch, self.lora_rank, self.grad_accumulation) < 1:

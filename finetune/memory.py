@@ -53,6 +53,14 @@ QUANT_BYTES_PER_PARAM: dict[str, float] = {
     "gptq": (4 + 16 / 128 + 4 / 128) / 8,
 }
 NF4_DQ_BYTES_PER_PARAM = QUANT_BYTES_PER_PARAM["nf4-dq"]
+# The packed 4-bit codes alone (two per byte). Under FSDP / ZeRO-3 only these are the parameter's
+# data, flattened and sharded (bitsandbytes' `bnb_4bit_quant_storage`: four codes per bf16
+# element); the rest of QUANT_BYTES_PER_PARAM is the statistics (absmax, nested absmax, GPTQ
+# scales and zeros), held in `Params4bit.quant_state` or as buffers, which FSDP neither shards nor
+# offloads: "FSDP only syncs parameters and buffers, so the quant_state isn't copied", and every
+# rank quantizes to build its own whole quant_state (AnswerDotAI/fsdp_qlora train.py,
+# load_and_quantize); FSDP keeps buffers whole on every rank.
+QUANT_CODE_BYTES_PER_PARAM = 4 / 8
 # Bytes per logit element, by loss (b·s·V elements):
 # * standard (HF causal-LM loss): bf16 logits (2), the fp32 upcast for the loss (4), its fp32
 #   gradient (4) and the bf16 gradient flowing back into the head (2) = 12;
@@ -95,6 +103,17 @@ FOREACH_TEMPORARIES = 1.0
 # flight, the host-to-device copy of the unit after next (DeepSpeed's offload prefetch queue).
 LIVE_UNITS = 2
 LIVE_UNITS_OFFLOAD = 3
+
+
+# FSDP CPU offload copies a unit's shard to the GPU before all-gathering it, as a new tensor beside
+# the unsharded buffer (FlatParamHandle.pre_unshard: "elif self._offload_params and ... device !=
+# self.device: self.flat_param_to(self.device, non_blocking=True)", "This creates a new tensor
+# distinct from any attributes"; torch/distributed/fsdp/_flat_param.py), freed at reshard: each
+# live unit costs 1 + 1/N of its size on the GPU.
+def fsdp_offload_live_factor(n_gpus: int) -> float:
+    return 1.0 + 1.0 / max(1, n_gpus)
+
+
 # DeepSpeed ZeRO-3 (zero3_impl="deepspeed") gathers by budget, not by unit. Defaults from
 # deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig): stage3_max_live_parameters 1e9,
 # stage3_prefetch_bucket_size 5e7, stage3_param_persistence_threshold 1e5, stage3_max_reuse_distance
@@ -327,16 +346,35 @@ def _frozen_weight_bytes(model: ModelSpec, job: Job) -> float:
     if job.method == "lora":
         return _module_bytes(job) * model.params
     quantized = quantized_params(model, job)
-    # bitsandbytes / GPTQ kernels dequantize one linear at a time to bf16 for the matmul; a
-    # quantized head is the largest of them (V×h)
-    largest = max(model.vocab_size, model.intermediate_size) if job.quantize_head else model.intermediate_size
-    dequant_buffer = 2.0 * model.hidden_size * largest
     rest = _unquantized_bytes_per_param(job) * (model.params - quantized)
     if job.quantize_head and model.tied_embeddings:
         # a tied head quantized apart from the embedding: the bf16 embedding stays for the lookup
         rest += _unquantized_bytes_per_param(job) * model.vocab_size * model.hidden_size
+    return QUANT_CODE_BYTES_PER_PARAM * quantized + rest + per_rank_frozen_bytes(model, job)
+
+
+def largest_quantized_bf16_bytes(model: ModelSpec, job: Job) -> float:
+    """The bf16 copy of the largest quantized weight (h×I, or the V×h head under quantize_head).
+
+    It exists twice over: at load, transformers moves each checkpoint tensor to the GPU in bf16 and
+    bitsandbytes quantizes it there (`Params4bit.to(cuda)` → `_quantize`: the bf16 tensor, then
+    `quantize_4bit`), one tensor at a time (`_load_state_dict_into_meta_model` loops over the
+    state dict); in the step, bitsandbytes / GPTQ dequantize one linear at a time to bf16 for its
+    matmul. Either way the caching allocator keeps the freed block reserved for the next one.
+    """
+    largest = max(model.vocab_size, model.intermediate_size) if job.quantize_head else model.intermediate_size
+    return BF16_BYTES * model.hidden_size * largest
+
+
+def per_rank_frozen_bytes(model: ModelSpec, job: Job) -> float:
+    """What every GPU holds whole of a quantized base, sharded or offloaded or not: the quant
+    statistics (QUANT_CODE_BYTES_PER_PARAM explains why FSDP leaves them), GPTQ's g_idx buffers
+    and the bf16 block one linear dequantizes into (`largest_quantized_bf16_bytes`)."""
+    if job.method != "qlora":
+        return 0.0
+    statistics = (quantized_bytes_per_param(job) - QUANT_CODE_BYTES_PER_PARAM) * quantized_params(model, job)
     g_idx = GPTQ_G_IDX_BYTES * _quantized_input_rows(model, job) if job.quant == "gptq" else 0.0
-    return quantized_bytes_per_param(job) * quantized + rest + dequant_buffer + g_idx
+    return statistics + g_idx + largest_quantized_bf16_bytes(model, job)
 
 
 def quantized_params(model: ModelSpec, job: Job) -> int:
@@ -358,7 +396,8 @@ def _quantized_input_rows(model: ModelSpec, job: Job) -> int:
 def _decoder_unit_frozen_bytes(model: ModelSpec, job: Job) -> float:
     """One decoder layer of a frozen base in its storage dtype (quantized linears under QLoRA)."""
     linears = _attention_params_per_layer(model) + _mlp_params_per_layer(model)
-    per_linear = quantized_bytes_per_param(job) if job.method == "qlora" else _module_bytes(job)
+    # a gathered unit holds the codes only: the statistics never leave each rank
+    per_linear = QUANT_CODE_BYTES_PER_PARAM if job.method == "qlora" else _module_bytes(job)
     return per_linear * linears + _unquantized_bytes_per_param(job) * 2 * model.hidden_size
 
 
@@ -422,6 +461,8 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
             # DeepSpeed does not gather at all (all_gather_coalesced returns
             # _no_gather_coalesced when num_partitions == 1)
             live = live if job.offload or n > 1 else 0.0
+        elif job.offload and job.sharding == "zero3":
+            live = _module_bytes(job) * largest_layer_params(model) * fsdp_offload_live_factor(n)
         return model_states_bytes(
             model.params,
             largest_layer_params(model),
@@ -452,16 +493,20 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
             units = min(model.layers, LIVE_UNITS_OFFLOAD if job.offload else LIVE_UNITS)
             root = _root_unit_frozen_bytes(model, job) + copy_w * copies
             gathered = root + units * unit
+            if job.offload:
+                gathered *= fsdp_offload_live_factor(n)
         # The gathered set is a full-size buffer beside each GPU's own shard: FSDP all-gathers a
         # unit into "a padded unsharded tensor that serves as the all-gather destination"
         # (FlatParamHandle.init_flat_param_attributes, torch/distributed/fsdp/_flat_param.py:
         # flat_param.numel() * world_size) while `_local_shard` stays; DeepSpeed replaces
         # param.data with the full tensor and keeps `ds_tensor`. One GPU gathers nothing: FSDP
         # switches FULL_SHARD to NO_SHARD at world size 1, DeepSpeed skips the gather.
+        # the quant statistics and the dequantization block stay whole on every rank
+        kept = per_rank_frozen_bytes(model, job)
         if job.offload:
-            weights = gathered
+            weights = gathered + kept
         elif n > 1:
-            weights = weights / n + gathered
+            weights = (weights - kept) / n + kept + gathered
     # adapters: fp32 under mixed precision (they are their own master copy), bf16 under pure bf16
     t = adapter_params(model, job)
     adapter_w = 4.0 if job.precision == "bf16-mixed" else 2.0
@@ -622,6 +667,50 @@ def activation_bytes(model: ModelSpec, job: Job) -> float:
     return (per_layer + saved_weights) * model.layers + head
 
 
+def recomputed_layer_bytes(model: ModelSpec, job: Job) -> float:
+    """The one layer's activations that checkpointing recomputes during that layer's backward (0
+    without checkpointing, where every layer's are alive at the end of the forward)."""
+    if not job.grad_checkpointing:
+        return 0.0
+    seq = job.memory_seq_len
+    return _layer_activation_bytes_per_token(model, job, seq) * seq * job.micro_batch
+
+
+def step_transient_bytes(model: ModelSpec, job: Job) -> tuple[float, float]:
+    """(activations, logits) alive together at the step's peak.
+
+    Without checkpointing every layer's activations are still saved when the loss runs, so the
+    two add. With checkpointing the loss and the recomputed layer never coexist: the loss's
+    backward runs first and frees what it saved (backward without retain_graph), and the first
+    layer is recomputed only after. Of the logits only what the loop keeps outlives that
+    (`returned_logits_bytes`, there at the loss too): transformers' Trainer keeps the loss alone
+    (`compute_loss` returns `outputs` only when `return_outputs`). The peak is the checkpoints,
+    the kept logits and the larger of the loss's transients and the recomputed layer.
+    """
+    acts = activation_bytes(model, job)
+    # the kept logits are the forward's returned tensor, a copy apart from what the loss saves
+    logits = logits_bytes(model, job) + returned_logits_bytes(model, job)
+    recompute = recomputed_layer_bytes(model, job)
+    if recompute == 0.0:
+        return acts, logits
+    kept = returned_logits_bytes(model, job)
+    if logits >= recompute + kept:
+        return acts - recompute, logits
+    return acts, kept
+
+
+def returned_logits_bytes(model: ModelSpec, job: Job) -> float:
+    """The logits a loop that keeps the output object (`Job.keeps_outputs`) holds through the
+    backward: the tensor the causal-LM forward returns, fp32 where that forward upcasts before
+    its loss (transformers' Llama/Mistral `logits = logits.float()`, the 2024 releases
+    fsdp_qlora ran), 16-bit where the model computes its loss on 16-bit logits. Fused losses
+    return none."""
+    if not job.keeps_outputs or job.loss == "fused":
+        return 0.0
+    per = FP32_BYTES if job.logits_fp32 else BF16_BYTES
+    return per * job.memory_seq_len * job.micro_batch * model.vocab_size
+
+
 def logits_bytes(model: ModelSpec, job: Job) -> float:
     """b·s·V logits at the bytes per element of the job's loss (LOGITS_BYTES_PER_ELEMENT)."""
     per = LOGITS_BYTES_PER_ELEMENT[job.loss]
@@ -655,8 +744,7 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
         raise ValueError(f"n_gpus must be ≥ 1, got {n_gpus}")
     require_data_parallel(job)
     states = model_states(model, job, n_gpus)
-    acts = activation_bytes(model, job)
-    logits = logits_bytes(model, job)
+    acts, logits = step_transient_bytes(model, job)
     fragmentation = ALLOCATOR_FRAGMENTATION * (acts + logits)
     context = CUDA_CONTEXT_GB * GB
     casts = autocast_cast_bytes(model, job)
