@@ -38,6 +38,7 @@ from connectors import (
     runpod,
     salad,
     scaleway,
+    seeweb,
     tensordock,
     thundercompute,
     together,
@@ -89,6 +90,7 @@ CONNECTORS: dict[str, Connector] = {
         modal,
         lightning,
         hetzner,
+        seeweb,
     )
 }
 
