@@ -18,6 +18,7 @@ from connectors import (
     digitalocean,
     ecb,
     fluidstack,
+    gcore,
     gcp,
     genesiscloud,
     hetzner,
@@ -91,6 +92,7 @@ CONNECTORS: dict[str, Connector] = {
         lightning,
         hetzner,
         seeweb,
+        gcore,
     )
 }
 
