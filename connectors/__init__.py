@@ -18,6 +18,7 @@ from connectors import (
     digitalocean,
     ecb,
     fluidstack,
+    gcore,
     gcp,
     genesiscloud,
     hetzner,
@@ -39,6 +40,7 @@ from connectors import (
     runpod,
     salad,
     scaleway,
+    seeweb,
     sfcompute,
     tensordock,
     thundercompute,
@@ -93,6 +95,8 @@ CONNECTORS: dict[str, Connector] = {
         hetzner,
         sfcompute,
         ori,
+        seeweb,
+        gcore,
     )
 }
 
