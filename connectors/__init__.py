@@ -23,6 +23,7 @@ from connectors import (
     hetzner,
     hotaisle,
     hyperstack,
+    ibm,
     jarvislabs,
     lambdalabs,
     latitude,
@@ -89,6 +90,7 @@ CONNECTORS: dict[str, Connector] = {
         modal,
         lightning,
         hetzner,
+        ibm,
     )
 }
 
