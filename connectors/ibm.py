@@ -139,7 +139,9 @@ def plan_ids(payload: Any, url: str = PLANS_URL) -> list[tuple[str, str]]:
     resources = required_list(payload, "resources", where=url, answer="the is.instance plan listing")
     found = [(str(r.get("id")), str(r.get("name"))) for r in resources if isinstance(r, dict)]
     if not any(plan_id != "None" and plan_name != "None" for plan_id, plan_name in found):
-        raise LayoutChanged(f"{url}: no plan in `resources` has both `id` and `name`; has the listing changed?")
+        raise LayoutChanged(
+            f"{url}: no plan in `resources` has both `id` and `name`; has the listing changed?"
+        )
     return found
 
 
@@ -169,7 +171,9 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Excluded]:
         found = _PRICING_PATH.search(path)
         if found is None:
             raise LayoutChanged(f"{response.url}: not an answer the ibm connector asks for")
-        yield from plan_offers(response.json(), found["plan"], names.get(found["plan"]), response.url, left_out)
+        yield from plan_offers(
+            response.json(), found["plan"], names.get(found["plan"]), response.url, left_out
+        )
     if names and not any(profile(plan_name) for plan_name in names.values()):
         raise LayoutChanged(
             f"{PLANS_URL}: none of {len(names)} plans is named like a GPU profile "
@@ -183,7 +187,7 @@ def plan_offers(
 ) -> Iterator[Offer]:
     """The offers of one plan's `/pricing/deployment` answer, one per region and metric read."""
     deployments = required_list(payload, "resources", where=url, answer="the plan's deployment pricing")
-    seen: dict[tuple[str, str], Offer] = {}
+    seen: dict[tuple[str, str, str], Offer] = {}
     for deployment in deployments:
         if not isinstance(deployment, dict):
             continue
@@ -197,7 +201,11 @@ def plan_offers(
             left_out["no_price_in_region"] += 1
             continue
         for metric in deployment.get("metrics") or []:
-            offer = _offer(metric, str(region), plan_id, plan_name, deployment) if isinstance(metric, dict) else None
+            offer = (
+                _offer(metric, str(region), plan_id, plan_name, deployment)
+                if isinstance(metric, dict)
+                else None
+            )
             if offer is None:
                 left_out["other_metric"] += 1
                 continue

@@ -32,12 +32,18 @@ def load(name: str) -> dict[str, Any]:
 
 def answer(url: str, payload: Any) -> RawResponse:
     return RawResponse(
-        url=url, method="GET", status=200, fetched_at=datetime(2026, 12, 2, tzinfo=UTC), body=json.dumps(payload).encode()
+        url=url,
+        method="GET",
+        status=200,
+        fetched_at=datetime(2026, 12, 2, tzinfo=UTC),
+        body=json.dumps(payload).encode(),
     )
 
 
 def listing(payload: Any | None = None) -> RawResponse:
-    return answer(f"{ibm.PLANS_URL}?_offset=0&_limit=100", load("is-instance-plans") if payload is None else payload)
+    return answer(
+        f"{ibm.PLANS_URL}?_offset=0&_limit=100", load("is-instance-plans") if payload is None else payload
+    )
 
 
 def pricing(payload: Any, plan: str = H100_PLAN) -> RawResponse:
@@ -50,7 +56,9 @@ def h100() -> dict[str, Any]:
 
 def every_answer() -> list[RawResponse]:
     plans = {name: plan_id for plan_id, name in ibm.plan_ids(load("is-instance-plans"))}
-    priced = sorted(p.name.split("__")[0].removeprefix("pricing-deployment-") for p in FIXTURES.glob("pricing-*"))
+    priced = sorted(
+        p.name.split("__")[0].removeprefix("pricing-deployment-") for p in FIXTURES.glob("pricing-*")
+    )
     return [listing()] + [pricing(load(f"pricing-deployment-{p}"), plans[p]) for p in priced]
 
 
@@ -74,7 +82,11 @@ def test_each_gpu_plan_is_one_offer_per_region_and_metric_priced_per_instance() 
     on_demand = found[("gx3d-160x1792x8h100", "eu-de", "on_demand")]
     assert (on_demand.price_per_hour, on_demand.currency, on_demand.gpu_count) == (99.6, "USD", 8.0)
     assert (on_demand.gpu_name_raw, on_demand.vcpus, on_demand.ram_gb) == ("h100", 160.0, 1792.0)
-    assert (on_demand.price_source, on_demand.billing_unit, on_demand.scope) == ("list", "second", "plan:gx3d-160x1792x8h100")
+    assert (on_demand.price_source, on_demand.billing_unit, on_demand.scope) == (
+        "list",
+        "second",
+        "plan:gx3d-160x1792x8h100",
+    )
     assert on_demand.provider_data["plan_id"] == H100_PLAN
     assert on_demand.provider_data["charge_unit_name"] == "INSTANCE_HOURS_MULTI_TENANT"
     assert found[("gx3-16x80x1l4", "jp-tok", "on_demand")].price_per_hour == 1.83
@@ -96,7 +108,12 @@ def test_what_is_left_out_is_counted_by_reason() -> None:
     items = list(ibm.parse(every_answer()))
     # gen2-instance and bx3d-128x640 are not GPU profiles; the RHEL and dedicated-host metrics are
     # not instance rates; jp-tok lists the H100 with no price; L40S us-south is listed twice
-    assert exclusions(items) == {"no_gpu": 2, "other_metric": 7, "no_price_in_region": 1, "repeated_deployment": 2}
+    assert exclusions(items) == {
+        "no_gpu": 2,
+        "other_metric": 7,
+        "no_price_in_region": 1,
+        "repeated_deployment": 2,
+    }
 
 
 def test_the_usa_usd_row_is_read_not_another_country() -> None:
@@ -104,11 +121,17 @@ def test_the_usa_usd_row_is_read_not_another_country() -> None:
     amounts = payload["resources"][0]["metrics"][0]["amounts"]
     payload["resources"][0]["metrics"][0]["amounts"] = list(reversed(amounts))
     offer = offers(list(ibm.parse([pricing(payload)])))[("gx3d-160x1792x8h100", "eu-de", "on_demand")]
-    assert (offer.price_per_hour, offer.currency, offer.provider_data["price_country"]) == (99.6, "USD", "USA")
+    assert (offer.price_per_hour, offer.currency, offer.provider_data["price_country"]) == (
+        99.6,
+        "USD",
+        "USA",
+    )
 
 
 def test_a_region_priced_in_no_usa_row_is_a_wrong_row_naming_what_it_has() -> None:
-    payload = one_metric(amounts=[{"country": "EURO", "currency": "EUR", "prices": [{"quantity_tier": 1, "price": 90}]}])
+    payload = one_metric(
+        amounts=[{"country": "EURO", "currency": "EUR", "prices": [{"quantity_tier": 1, "price": 90}]}]
+    )
     offer = offers(list(ibm.parse([pricing(payload)])))[("gx3d-160x1792x8h100", "eu-de", "on_demand")]
     assert math.isnan(offer.price_per_hour)
     assert offer.problem == "no USA/USD amount (has EURO/EUR)"
@@ -121,10 +144,13 @@ def test_a_usa_row_without_prices_is_a_wrong_row() -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "problem"), [(0, "is not positive"), (-3, "is not positive"), ("n/a", "is not a number"), (None, "missing")]
+    ("value", "problem"),
+    [(0, "is not positive"), (-3, "is not positive"), ("n/a", "is not a number"), (None, "missing")],
 )
 def test_wrong_prices_are_flagged_not_dropped(value: object, problem: str) -> None:
-    payload = one_metric(amounts=[{"country": "USA", "currency": "USD", "prices": [{"quantity_tier": 1, "price": value}]}])
+    payload = one_metric(
+        amounts=[{"country": "USA", "currency": "USD", "prices": [{"quantity_tier": 1, "price": value}]}]
+    )
     offer = offers(list(ibm.parse([pricing(payload)])))[("gx3d-160x1792x8h100", "eu-de", "on_demand")]
     assert problem in (offer.problem or "")
 
@@ -172,7 +198,10 @@ def test_the_region_falls_back_to_the_deployment_location() -> None:
 
 def test_the_listing_name_travels_and_a_differing_one_is_said() -> None:
     found = offers(list(ibm.parse(every_answer())))
-    assert found[("gx3d-160x1792x8h200", "us-east", "on_demand")].provider_data["plan_name"] == "gx3d-160x1792x8h200"
+    assert (
+        found[("gx3d-160x1792x8h200", "us-east", "on_demand")].provider_data["plan_name"]
+        == "gx3d-160x1792x8h200"
+    )
     payload = one_metric(metric_id="part-is.instance-hours-gx3d-160x1792x8h200")
     offer = next(o for o in ibm.parse([listing(), pricing(payload)]) if isinstance(o, Offer))
     assert (offer.instance_type, offer.provider_data["plan_name_differs"]) == ("gx3d-160x1792x8h200", True)
@@ -184,7 +213,10 @@ def test_the_listing_name_travels_and_a_differing_one_is_said() -> None:
         ({"items": []}, "`resources` list missing"),
         ({"resources": []}, "`resources` is empty"),
         ({"resources": [{"metrics": []}]}, "neither `deployment_region` nor `deployment_location`"),
-        ({"resources": [{"deployment_region": "us-east", "metrics": []}]}, "no `part-is.instance-hours-<profile>` metric"),
+        (
+            {"resources": [{"deployment_region": "us-east", "metrics": []}]},
+            "no `part-is.instance-hours-<profile>` metric",
+        ),
     ],
 )
 def test_a_pricing_answer_of_another_shape_raises_naming_the_key(payload: Any, message: str) -> None:
@@ -233,12 +265,24 @@ def test_metric_ids_name_the_profile_and_the_tier() -> None:
     assert ibm.metric_profile("part-is.instance-hours-gx3-16x80x1l4") == ("gx3-16x80x1l4", "on_demand")
     assert ibm.metric_profile("part-is.spot-gx3d-160x1792x8h200") == ("gx3d-160x1792x8h200", "spot")
     # dedicated-host and licence meters, and a CPU profile, are not read
-    for other in ("part-is.instance-hours-dh-gx3-16x80x1l4", "part-is.os-rhel-vcpu-hours", "part-is.instance-hours-bx3d-2x10"):
+    for other in (
+        "part-is.instance-hours-dh-gx3-16x80x1l4",
+        "part-is.os-rhel-vcpu-hours",
+        "part-is.instance-hours-bx3d-2x10",
+    ):
         assert ibm.metric_profile(other) is None
 
 
 def test_usd_tiers_sorts_by_quantity_tier() -> None:
-    metric = {"amounts": [{"country": "USA", "currency": "USD", "prices": [{"quantity_tier": 9, "price": 1}, {"quantity_tier": 1, "price": 2}]}]}
+    metric = {
+        "amounts": [
+            {
+                "country": "USA",
+                "currency": "USD",
+                "prices": [{"quantity_tier": 9, "price": 1}, {"quantity_tier": 1, "price": 2}],
+            }
+        ]
+    }
     tiers, problem = ibm.usd_tiers(metric)
     assert ([t["price"] for t in tiers], problem) == ([2, 1], None)
     assert ibm.usd_tiers({}) == ([], "no USA/USD amount (has none)")
@@ -246,7 +290,10 @@ def test_usd_tiers_sorts_by_quantity_tier() -> None:
 
 def test_every_offer_maps_to_a_gpu_with_its_interconnect() -> None:
     found = offers(list(ibm.parse(every_answer())))
-    resolved = {k: CATALOG.resolve("ibm", k[0], o.gpu_name_raw, o.gpu_memory_gb_raw, o.gpu_count) for k, o in found.items()}
+    resolved = {
+        k: CATALOG.resolve("ibm", k[0], o.gpu_name_raw, o.gpu_memory_gb_raw, o.gpu_count)
+        for k, o in found.items()
+    }
     assert [k for k, m in resolved.items() if m is None] == []
     assert {m.gpu_name for m in resolved.values() if m} == {"L4", "L40S", "H100-SXM", "H200-SXM", "MI300X"}
     h100 = resolved[("gx3d-160x1792x8h100", "eu-de", "on_demand")]
@@ -263,7 +310,11 @@ def test_fetch_pages_the_plans_and_prices_only_gpu_plans() -> None:
         seen.append(str(request.url))
         if request.url.path.endswith("/is.instance/plan"):
             if request.url.params.get("_offset") == "0":
-                page = {"count": 3, "next": second, "resources": [{"id": "a", "name": "bx2-2x8"}, {"id": "b", "name": "gx3-16x80x1l4"}]}
+                page = {
+                    "count": 3,
+                    "next": second,
+                    "resources": [{"id": "a", "name": "bx2-2x8"}, {"id": "b", "name": "gx3-16x80x1l4"}],
+                }
             else:
                 page = {"count": 3, "resources": [{"id": "c", "name": "gx3d-160x1792x8h100"}]}
             return httpx.Response(200, json=page)
@@ -282,9 +333,14 @@ def test_fetch_pages_the_plans_and_prices_only_gpu_plans() -> None:
 
 def test_a_plan_listing_that_loops_raises() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"next": f"{ibm.PLANS_URL}?_offset=1", "resources": [{"id": "a", "name": "bx2-2x8"}]})
+        return httpx.Response(
+            200, json={"next": f"{ibm.PLANS_URL}?_offset=1", "resources": [{"id": "a", "name": "bx2-2x8"}]}
+        )
 
-    with make_client(transport=httpx.MockTransport(handler)) as client, pytest.raises(LayoutChanged, match="second time"):
+    with (
+        make_client(transport=httpx.MockTransport(handler)) as client,
+        pytest.raises(LayoutChanged, match="second time"),
+    ):
         list(ibm.fetch(client, {}))
 
 
