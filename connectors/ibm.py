@@ -8,8 +8,9 @@ readers we followed (checked 2026-12-02): cloud-barista/cb-spider's IBM PriceInf
 that reads `/{plan}/pricing/deployment` without a key. Two kinds of request per run:
 
     GET /api/v1/is.instance/plan?_offset=0&_limit=100     the plans of the VPC instance service,
-        {"count": 212, "next": "<url>|absent", "resources": [{"id": "<uuid>", "name":
-         "gx3-16x80x1l4", "kind": "plan", ...}]}           paged by `next` (a full URL)
+        {"offset": 0, "count": 212, "next": "<url>|absent", "resources": [{"id": "<uuid>",
+         "name": "gx3-16x80x1l4", "kind": "plan", ...}]}   paged by `next` (a full URL), or by
+                                                          `_offset` while `count` says more remain
     GET /api/v1/{plan id}/pricing/deployment              one per GPU plan: every region at once
         {"resources": [{"deployment_id": "...", "deployment_location": "us-south",
                         "deployment_region": "us-south", "metrics": [
@@ -130,8 +131,19 @@ def fetch(
 
 
 def _next(payload: Any) -> str | None:
-    found = payload.get("next") if isinstance(payload, dict) else None
-    return found if isinstance(found, str) and found else None
+    """The next listing page: the answer's `next` URL, or, when it states none while its `count`
+    says plans remain past `offset` + this page, the URL of the page after (never a silent cut)."""
+    if not isinstance(payload, dict):
+        return None
+    found = payload.get("next")
+    if isinstance(found, str) and found:
+        return found
+    count, offset = number(payload.get("count")), number(payload.get("offset")) or 0.0
+    resources = payload.get("resources")
+    read = len(resources) if isinstance(resources, list) else 0
+    if count is None or not read or offset + read >= count:
+        return None
+    return f"{PLANS_URL}?_offset={int(offset) + read}&_limit={PAGE_SIZE}"
 
 
 def plan_ids(payload: Any, url: str = PLANS_URL) -> list[tuple[str, str]]:

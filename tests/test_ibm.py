@@ -316,7 +316,7 @@ def test_fetch_pages_the_plans_and_prices_only_gpu_plans() -> None:
                     "resources": [{"id": "a", "name": "bx2-2x8"}, {"id": "b", "name": "gx3-16x80x1l4"}],
                 }
             else:
-                page = {"count": 3, "resources": [{"id": "c", "name": "gx3d-160x1792x8h100"}]}
+                page = {"offset": 2, "count": 3, "resources": [{"id": "c", "name": "gx3d-160x1792x8h100"}]}
             return httpx.Response(200, json=page)
         return httpx.Response(200, json={"resources": []})
 
@@ -329,6 +329,15 @@ def test_fetch_pages_the_plans_and_prices_only_gpu_plans() -> None:
         f"{ibm.API}/b/pricing/deployment",
         f"{ibm.API}/c/pricing/deployment",
     ]
+
+
+def test_a_listing_without_next_is_paged_by_its_count() -> None:
+    page = {"offset": 0, "count": 250, "resources": [{"id": str(n), "name": "bx2-2x8"} for n in range(100)]}
+    assert ibm._next(page) == f"{ibm.PLANS_URL}?_offset=100&_limit=100"
+    assert ibm._next({**page, "offset": 150}) is None
+    assert ibm._next({**page, "next": "https://x/next"}) == "https://x/next"
+    assert ibm._next({"count": 3, "resources": []}) is None
+    assert ibm._next([]) is None
 
 
 def test_a_plan_listing_that_loops_raises() -> None:
