@@ -102,7 +102,8 @@ METRICS: Mapping[str, PricingType] = {
     "part-is.spot-": "spot",
 }
 _PROFILE = re.compile(
-    r"^(?P<family>[a-z][a-z0-9]*)-(?P<vcpus>[0-9]+)x(?P<ram>[0-9]+)x-?(?P<count>[1-9][0-9]*)(?P<gpu>[a-z].*)$",
+    r"^(?P<family>[a-z][a-z0-9]*)-(?P<vcpus>[0-9]+)x(?P<ram>[0-9]+)x-?(?P<count>[1-9][0-9]*)"
+    r"(?P<gpu>[a-z][a-z0-9 ]*)(?P<suffix>-[a-z0-9-]+)?$",
     re.IGNORECASE,
 )
 _PRICING_PATH = re.compile(r"/api/v1/(?P<plan>[^/]+)/pricing/deployment$")
@@ -159,6 +160,9 @@ def plan_ids(payload: Any, url: str = PLANS_URL) -> list[tuple[str, str]]:
 
 def profile(text: str) -> tuple[int, float, int, str] | None:
     """(vCPUs, GiB RAM, GPU count, accelerator word) of a GPU profile name; None for any other.
+
+    A dash-suffix after the accelerator word (a variant of the profile) is not part of the word:
+    the offer keeps the whole name as its instance type.
 
     >>> profile("gx3d-160x1792x8h100"), profile("gx3-48x240x-2l40s"), profile("bx3d-128x640")
     ((160, 1792.0, 8, 'h100'), (48, 240.0, 2, 'l40s'), None)

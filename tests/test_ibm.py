@@ -257,6 +257,8 @@ def test_profile_names_read_as_ibm_documents_them() -> None:
     assert ibm.profile("gx4d-232x3840x8b300") == (232, 3840.0, 8, "b300")
     assert ibm.profile("gx3-48x240x-2l40s") == (48, 240.0, 2, "l40s")  # as the docs' table prints it
     assert ibm.profile("gx3d-160x1792x8Zeta Z9") == (160, 1792.0, 8, "zeta z9")
+    # a variant suffix is not part of the accelerator word
+    assert ibm.profile("gx3-16x80x1l4-tdx") == (16, 80.0, 1, "l4")
     for other in ("bx3d-128x640", "gen2-instance", "gx3-16x80x0l4", "16x80x1l4"):
         assert ibm.profile(other) is None
 
