@@ -24,6 +24,7 @@ from connectors import (
     hetzner,
     hotaisle,
     hyperstack,
+    ibm,
     jarvislabs,
     lambdalabs,
     latitude,
@@ -97,6 +98,7 @@ CONNECTORS: dict[str, Connector] = {
         ori,
         seeweb,
         gcore,
+        ibm,
     )
 }
 
