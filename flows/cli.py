@@ -34,7 +34,7 @@ from flows import STARTED, cli_backup, cli_finetune, cli_prices, cli_providers, 
 from flows.output import console, err
 from warehouse.errors import WarehouseError
 
-# Each command imports what it uses (DuckDB and pydantic with warehouse.db, polars with answers,
+# Each command imports what it uses (DuckDB with warehouse.db, polars with answers,
 # Prefect and the HTTP stack only in refresh, check, deploy and server): `gpucost --help` and the
 # read commands start in a fraction of the time (issue 22; tests/test_startup.py holds it).
 if TYPE_CHECKING:
@@ -116,21 +116,15 @@ def _print_pending_notice() -> None:
 @app.callback()
 def _settings_are_valid() -> None:
     # Before any command: every one reads Settings somewhere, and a malformed GPUCOST_* value in
-    # the environment or .env would otherwise surface as a pydantic traceback mid-way.
-    from pydantic import ValidationError
-
-    from warehouse.db import Settings
+    # the environment or .env would otherwise surface as a traceback mid-way.
+    from warehouse.settings import Settings, SettingsError
 
     global _pending_notice
     _pending_notice = None  # one per command, also when several run in one process (tests)
     try:
         Settings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"GPUCOST_{'_'.join(map(str, e['loc'])).upper()}={e.get('input')!r}: {e['msg']}"
-            for e in exc.errors()
-        )
-        raise _fail(f"{problems} (fix it in the environment or .env)", code=2) from None
+    except SettingsError as exc:
+        raise _fail(f"{exc} (fix it in the environment or .env)", code=2) from None
 
 
 def _print_frame(columns: list[str], rows: list[tuple], title: str | None = None, limit: int = 200) -> None:
