@@ -31,6 +31,7 @@ from rich.table import Table
 
 from answers import AnswerError
 from flows import STARTED, cli_backup, cli_finetune, cli_prices, cli_providers, cli_pull
+from flows.cli_params import give_plain_reader, read_help_plainly, read_plainly
 from flows.output import console, err
 from warehouse.errors import WarehouseError
 
@@ -49,7 +50,24 @@ REPO_DIR = Path(__file__).resolve().parents[1]
 class _Commands(typer.core.TyperGroup):
     """The app's command group. A usage error (a value out of an option's range, an unknown
     option, a missing argument) is one `error:` line naming the flag, exit 2, instead of typer's
-    boxed panel; a read command's pending no-live-refresh notice is printed when it ends."""
+    boxed panel; a read command's pending no-live-refresh notice is printed when it ends.
+    Its parameters read their values without pydantic where that changes nothing (cli_params)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        read_plainly(self)
+
+    def get_help_option(self, ctx: typer.Context) -> Any:
+        option = super().get_help_option(ctx)  # made on first use: given its plain reader then
+        if option is not None:
+            give_plain_reader(option)
+        return option
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:
+            read_help_plainly(command, name, ctx)
+        return name, command, rest
 
     def main(
         self,
