@@ -31,10 +31,11 @@ from rich.table import Table
 
 from answers import AnswerError
 from flows import STARTED, cli_backup, cli_finetune, cli_prices, cli_providers, cli_pull
+from flows.cli_params import give_plain_reader, read_help_plainly, read_plainly
 from flows.output import console, err
 from warehouse.errors import WarehouseError
 
-# Each command imports what it uses (DuckDB and pydantic with warehouse.db, polars with answers,
+# Each command imports what it uses (DuckDB with warehouse.db, polars with answers,
 # Prefect and the HTTP stack only in refresh, check, deploy and server): `gpucost --help` and the
 # read commands start in a fraction of the time (issue 22; tests/test_startup.py holds it).
 if TYPE_CHECKING:
@@ -49,7 +50,24 @@ REPO_DIR = Path(__file__).resolve().parents[1]
 class _Commands(typer.core.TyperGroup):
     """The app's command group. A usage error (a value out of an option's range, an unknown
     option, a missing argument) is one `error:` line naming the flag, exit 2, instead of typer's
-    boxed panel; a read command's pending no-live-refresh notice is printed when it ends."""
+    boxed panel; a read command's pending no-live-refresh notice is printed when it ends.
+    Its parameters read their values without pydantic where that changes nothing (cli_params)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        read_plainly(self)
+
+    def get_help_option(self, ctx: typer.Context) -> Any:
+        option = super().get_help_option(ctx)  # made on first use: given its plain reader then
+        if option is not None:
+            give_plain_reader(option)
+        return option
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:
+            read_help_plainly(command, name, ctx)
+        return name, command, rest
 
     def main(
         self,
@@ -116,21 +134,15 @@ def _print_pending_notice() -> None:
 @app.callback()
 def _settings_are_valid() -> None:
     # Before any command: every one reads Settings somewhere, and a malformed GPUCOST_* value in
-    # the environment or .env would otherwise surface as a pydantic traceback mid-way.
-    from pydantic import ValidationError
-
-    from warehouse.db import Settings
+    # the environment or .env would otherwise surface as a traceback mid-way.
+    from warehouse.settings import Settings, SettingsError
 
     global _pending_notice
     _pending_notice = None  # one per command, also when several run in one process (tests)
     try:
         Settings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"GPUCOST_{'_'.join(map(str, e['loc'])).upper()}={e.get('input')!r}: {e['msg']}"
-            for e in exc.errors()
-        )
-        raise _fail(f"{problems} (fix it in the environment or .env)", code=2) from None
+    except SettingsError as exc:
+        raise _fail(f"{exc} (fix it in the environment or .env)", code=2) from None
 
 
 def _print_frame(columns: list[str], rows: list[tuple], title: str | None = None, limit: int = 200) -> None:

@@ -467,7 +467,7 @@ def run_refresh(plan: RefreshPlan, runner: Runner) -> RefreshSummary:
 def feeds_dir_for(settings: Settings, home: Path, replay: bool) -> Path:
     """Where a run writing to `home` puts its feeds and page: GPUCOST_FEEDS_DIR when set (never
     for a replay, whose feeds stay beside its own warehouse), else `home/feeds`."""
-    explicit = "feeds_dir" in settings.model_fields_set
+    explicit = "feeds_dir" in settings.given
     return settings.feeds_dir if explicit and not replay else home / "feeds"
 
 

@@ -31,6 +31,7 @@ from warehouse.db import (
     open_warehouse_when_free,
     transaction,
 )
+from warehouse.settings import setting_names
 
 runner = CliRunner()
 
@@ -38,7 +39,7 @@ runner = CliRunner()
 @pytest.fixture(autouse=True)
 def _clean_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No GPUCOST_* from the machine, and a working directory with no .env of its own."""
-    for field in Settings.model_fields:
+    for field in setting_names():
         monkeypatch.delenv(f"GPUCOST_{field.upper()}", raising=False)
     monkeypatch.chdir(tmp_path)
     return tmp_path

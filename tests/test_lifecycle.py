@@ -118,10 +118,10 @@ def test_stale_after_hours_is_a_setting_with_a_48_hour_default(monkeypatch):
     monkeypatch.setenv("GPUCOST_STALE_AFTER_HOURS", "6")
     assert Settings().stale_after_hours == 6
     # zero or less would make every failing provider stale at once
-    from pydantic import ValidationError
+    from warehouse.settings import SettingsError
 
     monkeypatch.setenv("GPUCOST_STALE_AFTER_HOURS", "0")
-    with pytest.raises(ValidationError):
+    with pytest.raises(SettingsError, match="GPUCOST_STALE_AFTER_HOURS='0': Input should be greater than 0"):
         Settings()
 
 

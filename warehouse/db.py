@@ -2,7 +2,7 @@
 
 One file, `$GPUCOST_HOME/warehouse.duckdb` (GPUCOST_HOME defaults to ./data); feeds and the page
 under `$GPUCOST_HOME/feeds` unless GPUCOST_FEEDS_DIR says otherwise; a replay's own warehouse and
-feeds under `Settings.replay_home`. DuckDB allows one
+feeds under `Settings.replay_home` (warehouse/settings.py). DuckDB allows one
 writer process and, while it holds the file, no readers in other processes: an open that conflicts
 fails at once. `connect` turns that failure into `WarehouseBusy`, which says what to do.
 
@@ -25,101 +25,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
-from pydantic import Field, PositiveFloat, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from warehouse.errors import WarehouseError
+
+# the settings live apart, without DuckDB, so that the CLI checks them cheaply; named here too
+from warehouse.settings import REPLAY_MARKER, Settings
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 MIGRATIONS_DIR = PACKAGE_DIR / "migrations"
 SEEDS_DIR = PACKAGE_DIR / "seeds"
 _MIGRATION_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
-
-
-class Settings(BaseSettings):
-    """Settings from the environment (prefix GPUCOST_) or a .env file. Secrets are not here:
-    provider credentials are read by name from the environment by the connector that needs them."""
-
-    model_config = SettingsConfigDict(env_prefix="GPUCOST_", env_file=".env", extra="ignore")
-
-    home: Path = Path("data")
-    # where a refresh and `gpucost export` write the feeds and the page: beside the warehouse they
-    # come from, whatever the working folder (GPUCOST_FEEDS_DIR to publish them elsewhere)
-    feeds_dir: Path = Field(default_factory=lambda data: data["home"] / "feeds")
-    http_timeout_seconds: float = 30.0
-    http_retries: int = 4
-    http_backoff_seconds: float = 0.5  # first retry waits about this long, then doubles
-    http_per_host: int = 4
-    # overall limits, retries and waits included: a slow-drip server cannot hold a run forever
-    http_request_deadline_seconds: float = 600.0
-    provider_deadline_seconds: float = 1800.0
-    # guards (warehouse/load.py): a price moving more than this factor either way is held
-    price_jump_factor: float = 3.0
-    max_usd_per_gpu_hour: float = 2000.0
-    accept_changes: bool = False  # publish held price jumps (the CLI's --accept-changes)
-    # exchange rates (warehouse/pipeline.py `_load_rates`): a rate further than this share from the
-    # median of its currency's last 30 days of rates is quarantined and no repetition confirms it
-    # (a wrong rate is a misplaced decimal or an inverted quote: 10x or more, never 20 %; a real
-    # move beyond the band waits for --accept-changes, with the prices on the last good rate)
-    fx_band_fraction: float = 0.2
-    # a rate older than this is stale: marts.gpu_offers.fx_rate_stale, and `gpucost status` warns
-    # (the ECB publishes every TARGET working day; a week covers Easter's four-day closure)
-    fx_stale_after_days: float = 7.0
-    # marketplaces (connectors/market.py): a segment standing on fewer hosts than this that moves
-    # more than 1.1x is held as `thin_market` until it stands on this many (warehouse/load.py)
-    market_min_hosts: int = 3
-    # raw archive (warehouse/archive.py): bodies of runs that changed no price are kept this long
-    raw_retention_days: int = 30
-    # sent with every request to a provider: who asks and where to reach them. Unset (None), the
-    # project's own, connectors.http.USER_AGENT, filled in by make_client: naming it here would
-    # import every connector and the HTTP stack into each read command (start-up, issue 22)
-    user_agent: str | None = None
-    # provider lifecycle (warehouse/lifecycle.py): a provider failing for longer than this since its
-    # last good run is stale: its offers leave prices, estimate, the page and the feeds by default
-    stale_after_hours: PositiveFloat = 48.0
-    # a team's reader machines (warehouse/pull.py): `gpucost pull` reads this publication
-    # (s3://bucket/prefix, https://..., or a folder) and the read commands answer from
-    # $GPUCOST_HOME/pulled/warehouse.duckdb instead of a scraped warehouse
-    pull_url: str | None = None
-
-    @field_validator("user_agent")
-    @classmethod
-    def _one_line(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        value = value.strip()
-        if not value or "\n" in value or "\r" in value:
-            raise ValueError(
-                "GPUCOST_USER_AGENT must be one non-empty line, e.g. "
-                "'gpucost/0.1.0 (+https://example.org/contact)'; unset it for the default"
-            )
-        return value
-
-    @property
-    def warehouse_path(self) -> Path:
-        return self.home / "warehouse.duckdb"
-
-    @property
-    def raw_dir(self) -> Path:
-        return self.home / "raw"
-
-    @property
-    def replay_home(self) -> Path:
-        """Where `--replay` writes: its own warehouse, raw archive and feeds, never the live ones.
-
-        `$GPUCOST_HOME/replay`, or GPUCOST_HOME itself when it is a replay's home already (a replay
-        left its marker there): pointing GPUCOST_HOME at the folder a replay names must not put the
-        next replay in `replay/replay`.
-        """
-        return self.home if is_replay_home(self.home) else self.home / "replay"
-
-
-REPLAY_MARKER = ".gpucost-replay-home"
-
-
-def is_replay_home(folder: Path) -> bool:
-    """Whether a replay made `folder` its home (`mark_replay_home`)."""
-    return (folder / REPLAY_MARKER).is_file()
 
 
 def mark_replay_home(folder: Path) -> None:
