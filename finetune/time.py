@@ -42,6 +42,8 @@ so the launch floor only shows when the GPU work is shorter):
   optimizer update, memory bound over parameter, gradient and state bytes, one pass per kernel
   (foreach AdamW runs eight, fused one); over PCIe for the part that is offloaded or, for paged
   optimizers, paged out because it does not fit;
+* FSDP1 units mixing LoRA adapters with frozen weights (`Job.lora_in_fsdp_units`): the whole
+  unit's flat gradient is reduce-scattered, frozen part included;
 * ZeRO-3/FSDP: the first unit's all-gather and the last unit's reduce-scatter of every step have
   no compute to hide behind (FSDP prefetches one unit ahead): exposed on top of the overlap.
   Host-staged traffic (no P2P) also shares the node's host memory bandwidth between its GPUs;
@@ -76,6 +78,7 @@ from finetune.memory import (
     OPTIMIZER_STATE_BYTES,
     _copy_bytes_per_param,
     _frozen_weight_bytes,
+    _module_bytes,
     adapter_params,
     embedding_copy_params,
     memory_per_gpu,
@@ -581,12 +584,16 @@ def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float
     reduce-scatters them and all-gathers the updated weights (2×); ZeRO-3/FSDP all-gathers the
     weights for forward and for backward and reduce-scatters the gradients every micro-step
     (3× parameter bytes, ZeRO paper §7). A frozen base under ZeRO-3 is gathered in its storage
-    dtype and has no gradients.
+    dtype and has no gradients, unless FSDP1 holds it in one FlatParameter with the adapters
+    (`Job.lora_in_fsdp_units`): then each unit's whole flat gradient is reduce-scattered.
     """
     if n_gpus <= 1:
         return 0.0
     ring = (n_gpus - 1) / n_gpus
     grads = 2.0 * trainable_params(model, job)
+    if _mixed_units(job):
+        # the decoder units' flat gradients cover their frozen weights too
+        grads += _frozen_layer_bytes(model, job)
     if job.sharding in ("zero3", "hybrid"):
         weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
         # trained embedding / head copies are gathered with the base (their own dtype)
@@ -606,7 +613,10 @@ def _network_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int, gpus_
     nodes = math.ceil(n_gpus / gpus_per_node)
     if job.sharding != "hybrid" or nodes <= 1:
         return 0.0
-    shard = 2.0 * trainable_params(model, job) / min(n_gpus, gpus_per_node)
+    grads = 2.0 * trainable_params(model, job)
+    if _mixed_units(job):
+        grads += _frozen_layer_bytes(model, job)
+    shard = grads / min(n_gpus, gpus_per_node)
     return 2.0 * shard * (nodes - 1) / nodes / job.grad_accumulation
 
 
@@ -747,7 +757,32 @@ def _exposed_unit_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
     unit = layer_params(model)
     gathered = 2.0 * unit if job.method == "full" else _frozen_weight_bytes(model, job) / model.layers
     grads = 2.0 * unit if job.method == "full" else 0.0
+    if _mixed_units(job):
+        grads = _frozen_layer_bytes(model, job) / model.layers
     return ring * (gathered + grads)
+
+
+def _mixed_units(job: Job) -> bool:
+    """Whether FSDP1 reduce-scatters whole mixed units: adapters in the frozen layers' FlatParameter
+    (`Job.lora_in_fsdp_units`) under ZeRO-3/HSDP, the FSDP implementation (DeepSpeed partitions
+    per parameter and reduces only the gradients that exist)."""
+    return (
+        job.lora_in_fsdp_units
+        and job.method != "full"
+        and job.sharding in ("zero3", "hybrid")
+        and job.zero3_impl == "fsdp"
+    )
+
+
+def _frozen_layer_bytes(model: ModelSpec, job: Job) -> float:
+    """Bytes of the frozen decoder layers in their storage dtype (the FlatParameter's, so also its
+    gradient's): bf16 (fp32 modules under autocast) for LoRA; QLoRA's quantized linears (packed
+    into the float quant_storage dtype FSDP requires) plus its bf16 norms."""
+    layers = model.layers * layer_params(model)
+    if job.method == "lora":
+        return _module_bytes(job) * layers
+    linears = linear_params(model)
+    return quantized_bytes_per_param(job) * linears + 2.0 * (layers - linears)
 
 
 def _pcie_bytes_per_s(gpu: Accelerator) -> float:
