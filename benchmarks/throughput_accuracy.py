@@ -11,7 +11,8 @@ read into a ModelSpec, a Job and an Accelerator by generic rules (`row_to_case`)
 looked up per row. What the columns leave to the stack is read from the stack's stated defaults:
 the AdamW implementation (`FUSED_OPTIMIZER_STACKS`), the hardware a source names that its `gpu`
 column could not (`HARDWARE_AS_STATED`), and, for padded batches, the padded length from the
-stated mean and maximum sample length (`padded_batch_length`); LoRA on q and v only where the
+stated mean and maximum sample length (`padded_batch_length`, or `bucketed_padded_length` for a
+source whose loop sorts length buckets, `LENGTH_BUCKETED_SOURCES`); LoRA on q and v only where the
 notes say so. Rows marked score=no are listed with their exclusion reason and left out of the
 summary. The summary gives the share within ±35 %, median |error| and median bias, overall, by
 method, by hardware class (datacenter / workstation / consumer, `hardware_class`) and by GPU.
