@@ -11,7 +11,8 @@ read into a ModelSpec, a Job and an Accelerator by generic rules (`row_to_case`)
 looked up per row. What the columns leave to the stack is read from the stack's stated defaults:
 the AdamW implementation (`FUSED_OPTIMIZER_STACKS`), the hardware a source names that its `gpu`
 column could not (`HARDWARE_AS_STATED`), and, for padded batches, the padded length from the
-stated mean and maximum sample length (`padded_batch_length`); LoRA on q and v only where the
+stated mean and maximum sample length (`padded_batch_length`, or `bucketed_padded_length` for a
+source whose loop sorts length buckets, `LENGTH_BUCKETED_SOURCES`); LoRA on q and v only where the
 notes say so. Rows marked score=no are listed with their exclusion reason and left out of the
 summary. The summary gives the share within ±35 %, median |error| and median bias, overall, by
 method, by hardware class (datacenter / workstation / consumer, `hardware_class`) and by GPU.
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from benchmarks.memory_accuracy import resolve_model
 from finetune import Accelerator, Job, ModelSpec, estimate_time
-from finetune.job import padded_batch_length
+from finetune.job import _truncated_exponential_rate, padded_batch_length
 from finetune.offer import PCIE_X16_GBYTES_PER_S, has_p2p
 from warehouse.seed_models import SEEDS_DIR, load_models
 
@@ -54,6 +55,14 @@ FUSED_OPTIMIZER_STACKS = ("torchtune", "torchtitan")
 HARDWARE_AS_STATED: dict[str, str] = {"torchtitan-2024-12": "H100-96GB-SXM"}
 # "batches padded to the longest sample (max 768)": the notes' statement of a padded dataset
 PADDED_MAX = re.compile(r"padded to the longest sample \(max (\d+)\)")
+# source → the bucket factor of its length-grouped batching, where the source's own training loop
+# sorts samples by length before batching (the rows' notes state only "padded to the longest
+# sample"). peft-method-comparison: method_comparison/MetaMathQA/run.py iterates with
+# `BucketIterator(ds_train, batch_size=batch_size, bucket_factor=BUCKET_FACTOR, …)`,
+# `BUCKET_FACTOR = 20`, and utils.BucketIterator "yields batches … grouped in buckets by sequence
+# length": each run of batch_size × 20 samples is sorted by length, then cut into batches
+# (huggingface/peft @5d602fdb; the same code since the suite's first commit, 41921013, 2025-03-27).
+LENGTH_BUCKETED_SOURCES: dict[str, int] = {"peft-method-comparison": 20}
 # "LoRA r8 on q,v" / "LoRA r32 on q_proj,v_proj": the notes name the adapted projections where
 # the `lora_targets` column can only say "attention"
 QV_ONLY = re.compile(r"\bq(?:_proj)?,\s*v(?:_proj)?\b")
@@ -91,6 +100,48 @@ def hardware_class(spec: dict[str, str] | None) -> str:
     if model.startswith(("RTX", "Quadro")):
         return "workstation"
     return "datacenter"
+
+
+def bucketed_padded_length(mean_len: float, max_len: float, micro_batch: int, bucket_factor: int) -> float:
+    """Mean padded length of micro-batches cut from length-sorted buckets.
+
+    A bucket holds n = micro_batch × bucket_factor samples drawn from the same maximum-entropy
+    length law as `padded_batch_length` (truncated exponential of the stated mean and maximum);
+    sorted longest first, batch j holds order statistics jb+1 … jb+b and is padded to the first
+    of them. The mean padded length is the mean over the bucket's batches of E[X_(jb+1:n)], each
+    E[X_(r:n)] = ∫₀¹ F⁻¹(u) · Beta(u; n−r+1, r) du (Simpson's rule over u).
+    """
+    if not (0 < mean_len < max_len) or micro_batch < 1 or bucket_factor < 1:
+        raise ValueError(
+            f"need 0 < mean_len < max_len, micro_batch ≥ 1, bucket_factor ≥ 1, got "
+            f"{mean_len}, {max_len}, {micro_batch}, {bucket_factor}"
+        )
+    lam = _truncated_exponential_rate(mean_len, max_len)
+    n = micro_batch * bucket_factor
+
+    def quantile(u: float) -> float:
+        if abs(lam * max_len) < 1e-9:
+            return u * max_len
+        return -math.log1p(u * math.expm1(-lam * max_len)) / lam
+
+    steps = 2000  # Simpson's rule on a smooth integrand: exact to well under a token
+    h = 1.0 / steps
+    grid = [i * h for i in range(steps + 1)]
+    weights = [1 if i in (0, steps) else (4 if i % 2 else 2) for i in range(steps + 1)]
+    lengths = [quantile(u) for u in grid]
+    padded = 0.0
+    for j in range(bucket_factor):
+        k = n - j * micro_batch  # ascending rank of the batch's longest sample
+        log_norm = math.lgamma(n + 1) - math.lgamma(k) - math.lgamma(n - k + 1)
+        expected = 0.0
+        for u, w, x in zip(grid, weights, lengths, strict=True):
+            if 0.0 < u < 1.0:
+                density = math.exp(log_norm + (k - 1) * math.log(u) + (n - k) * math.log1p(-u))
+            else:  # the density's end values: non-zero only at u = 1 with k = n (or u = 0, k = 1)
+                density = float((u == 1.0 and k == n) or (u == 0.0 and k == 1)) * math.exp(log_norm)
+            expected += w * x * density
+        padded += expected * h / 3
+    return padded / bucket_factor
 
 
 def _job(**knobs: object) -> Job:
@@ -148,7 +199,13 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
     padded = PADDED_MAX.search(row["notes"])
     if padded:
         # seq_len is the mean real length; the GPU computes the padded batch
-        padded_len = padded_batch_length(seq_len, int(padded.group(1)), micro_batch)
+        max_len = int(padded.group(1))
+        bucket_factor = LENGTH_BUCKETED_SOURCES.get(row["source"])
+        padded_len = (
+            bucketed_padded_length(seq_len, max_len, micro_batch, bucket_factor)
+            if bucket_factor
+            else padded_batch_length(seq_len, max_len, micro_batch)
+        )
         padding_efficiency = seq_len / padded_len
         seq_len = round(padded_len)
     job = _job(

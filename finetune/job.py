@@ -144,6 +144,14 @@ class Job:
     # AnswerDotAI/fsdp_qlora train.py; accelerate's example loops). False: transformers' Trainer,
     # whose compute_loss returns the loss alone, and torchtune, which `del logits` before backward.
     keeps_outputs: bool = False
+    # FSDP1 units that hold LoRA adapters and frozen weights in one FlatParameter (a decoder-layer
+    # wrap policy with use_orig_params=True, adapters not wrapped apart): the unit's whole flat
+    # gradient exists and is reduce-scattered, frozen part included. PyTorch's FSDP docs: mixing
+    # frozen and non-frozen parameters is supported with use_orig_params=True, "but ... the
+    # gradient memory usage will be higher than expected (namely, equivalent to not freezing those
+    # parameters)". False: adapters in units of their own (PEFT's fsdp_auto_wrap_policy, which
+    # transformers' Trainer installs for LoRA) or FSDP2's per-parameter sharding.
+    lora_in_fsdp_units: bool = False
 
     def __post_init__(self) -> None:
         if min(self.seq_len, self.micro_batch, self.lora_rank, self.grad_accumulation) < 1:
@@ -171,6 +179,10 @@ class Job:
         self._check_memory_knobs()
 
     def _check_memory_knobs(self) -> None:
+        if self.lora_in_fsdp_units and self.method == "full":
+            raise ValueError(
+                "lora_in_fsdp_units places LoRA adapters in FSDP units: use method='lora' or 'qlora'"
+            )
         if self.mixed_precision == "autocast" and self.precision != "bf16-mixed":
             raise ValueError(
                 "mixed_precision='autocast' keeps fp32 modules under torch.autocast: it needs "

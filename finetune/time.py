@@ -32,12 +32,18 @@ so the launch floor only shows when the GPU work is shorter):
   cards have no P2P: NCCL stages every transfer through host memory);
 * the CPU's dispatch floor: eager PyTorch pays ~10 µs per operator; a compiled job's generated
   code pays the CUDA launch per fused kernel (~5 µs);
+* autocast over fp32 modules (`Job.mixed_precision == "autocast"`): every linear call casts its
+  fp32 weight to bf16 (forward and each recompute; the casts' backward casts trained weights'
+  gradients back to fp32), casts its fp32 input, and the residual stream, norms and rotary run
+  in fp32 (`_autocast_elementwise_bytes_per_token`);
 * the loss over the vocabulary: the b·s·V logits are upcast, soft-maxed and differentiated by
   elementwise kernels, bytes at memory bandwidth by loss (LOSS_BYTES_PER_LOGIT);
 * once per optimizer step (every `grad_accumulation` micro-steps): gradient clipping and the
   optimizer update, memory bound over parameter, gradient and state bytes, one pass per kernel
   (foreach AdamW runs eight, fused one); over PCIe for the part that is offloaded or, for paged
   optimizers, paged out because it does not fit;
+* FSDP1 units mixing LoRA adapters with frozen weights (`Job.lora_in_fsdp_units`): the whole
+  unit's flat gradient is reduce-scattered, frozen part included;
 * ZeRO-3/FSDP: the first unit's all-gather and the last unit's reduce-scatter of every step have
   no compute to hide behind (FSDP prefetches one unit ahead): exposed on top of the overlap.
   Host-staged traffic (no P2P) also shares the node's host memory bandwidth between its GPUs;
@@ -72,6 +78,7 @@ from finetune.memory import (
     OPTIMIZER_STATE_BYTES,
     _copy_bytes_per_param,
     _frozen_weight_bytes,
+    _module_bytes,
     adapter_params,
     embedding_copy_params,
     memory_per_gpu,
@@ -146,6 +153,16 @@ GPTQ_DEQUANT_BYTES_PER_WEIGHT = 16.5
 GPTQ_OPS_PER_LINEAR = 10
 # x.half() before the fp16 GEMM: read 2 B and write 2 B per input element, per forward pass
 GPTQ_INPUT_CAST_BYTES = 4.0
+# torch.autocast over fp32 modules (Job.mixed_precision="autocast"). Each F.linear call casts its
+# fp32 operands to bf16, one aten::_to_copy each (read 4 B, write 2 B per element): the weight and
+# the input when it is fp32 (ATen autocast_mode.cpp, cached_cast). Only casts of leaves that
+# require grad are cached, and the cache is cleared when the outermost autocast region exits, at
+# the end of each forward and of each checkpoint's recompute, so a weight is cast once per pass
+# that uses it whether it is trained or frozen. The cast's backward (ToCopyBackward) turns a
+# trained weight's bf16 gradient into its fp32 .grad: read 2 B, write 4 B per parameter.
+AUTOCAST_CAST_BYTES = 6.0
+# Ops one autocast linear call adds to eager dispatch: the weight cast and the input cast.
+AUTOCAST_OPS_PER_LINEAR = 2
 # NCCL ring collectives reach ~75 % of link bandwidth (nccl-tests busbw on NVLink and InfiniBand).
 COMM_EFFICIENCY = 0.75
 # PCIe x16, per direction, GB/s, by generation (PCI-SIG: 8/16/32/64 GT/s per lane, 128b/130b).
@@ -427,6 +444,57 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
     return total
 
 
+def _autocast_elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
+    """Forward bytes per token that one layer's elementwise work adds under autocast over fp32
+    modules (0 otherwise), against the bf16 counts of `_elementwise_bytes_per_token`.
+
+    The residual stream is fp32: each residual add reads it (4 B) and the bf16 branch output and
+    writes fp32, 10h instead of 6h. An eager LlamaRMSNorm on an fp32 stream skips its two dtype
+    casts (28h instead of 36h); Liger's kernel reads and writes fp32 (8h instead of 4h). Every
+    linear that reads the fp32 normed stream (q, k, v; gate and up, or fc1) casts it to bf16
+    (6 B per element), and so does the lora_A of each adapted linear that reads it. transformers'
+    rotary embedding returns cos and sin in the hidden states' dtype, fp32 here, so q·cos and
+    k·sin promote to fp32 (14 → 32 B per element) and SDPA casts them back (6): +24 per element
+    of q and k; Liger's rotary kernel works in place in q's dtype. A compiled job fuses the
+    casts into its regions: only the stream's own reads and writes widen (+4h per region).
+    """
+    if job.mixed_precision != "autocast":  # Job allows autocast only under bf16-mixed
+        return 0.0
+    h = model.hidden_size
+    q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
+    if job.compiled:
+        return 2 * 4.0 * h
+    experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
+    residuals = 2 * 4.0 * h
+    if model.layer_norm:
+        norms = 0.0  # F.layer_norm already runs in fp32 under autocast (autocast's fp32 list)
+    elif job.kernels == "fused":
+        norms = 2 * 4.0 * h
+    else:
+        norms = -2 * 8.0 * h
+    stream_readers = 3 + (2 if model.gated_mlp else 1) * experts
+    casts = AUTOCAST_CAST_BYTES * h * stream_readers
+    rotary = 0.0 if job.kernels == "fused" else 24.0 * (q + kv)
+    adapted = 0.0
+    if job.method != "full":
+        readers = 2 if job.lora_targets == "qv" else 3  # q, v (qv) or q, k, v; o reads bf16
+        if job.lora_targets == "all-linear":
+            readers += (2 if model.gated_mlp else 1) * experts
+        adapted = AUTOCAST_CAST_BYTES * h * readers
+    return residuals + norms + casts + rotary + adapted
+
+
+def _autocast_weight_cast_bytes(model: ModelSpec, job: Job) -> float:
+    """Bytes of autocast's weight casts per micro-step (0 unless autocast over fp32 modules):
+    every matmul weight once per pass that uses it (forward and the recomputed layers), plus the
+    casts' backward for the trained parameters. A QLoRA base is dequantized by bitsandbytes into
+    its compute dtype, not cast by autocast."""
+    if job.mixed_precision != "autocast" or job.method == "qlora":
+        return 0.0
+    passes = matmul_params(model) + _recompute_params(model, job)
+    return AUTOCAST_CAST_BYTES * (passes + trainable_params(model, job))
+
+
 def _linears_per_layer(model: ModelSpec) -> int:
     """nn.Linear modules of one decoder layer: q, k, v, o and the MLP's (of the routed experts)."""
     experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
@@ -516,12 +584,16 @@ def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float
     reduce-scatters them and all-gathers the updated weights (2×); ZeRO-3/FSDP all-gathers the
     weights for forward and for backward and reduce-scatters the gradients every micro-step
     (3× parameter bytes, ZeRO paper §7). A frozen base under ZeRO-3 is gathered in its storage
-    dtype and has no gradients.
+    dtype and has no gradients, unless FSDP1 holds it in one FlatParameter with the adapters
+    (`Job.lora_in_fsdp_units`): then each unit's whole flat gradient is reduce-scattered.
     """
     if n_gpus <= 1:
         return 0.0
     ring = (n_gpus - 1) / n_gpus
     grads = 2.0 * trainable_params(model, job)
+    if _mixed_units(job):
+        # the decoder units' flat gradients cover their frozen weights too
+        grads += _frozen_layer_bytes(model, job)
     if job.sharding in ("zero3", "hybrid"):
         weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
         # trained embedding / head copies are gathered with the base (their own dtype)
@@ -541,7 +613,10 @@ def _network_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int, gpus_
     nodes = math.ceil(n_gpus / gpus_per_node)
     if job.sharding != "hybrid" or nodes <= 1:
         return 0.0
-    shard = 2.0 * trainable_params(model, job) / min(n_gpus, gpus_per_node)
+    grads = 2.0 * trainable_params(model, job)
+    if _mixed_units(job):
+        grads += _frozen_layer_bytes(model, job)
+    shard = grads / min(n_gpus, gpus_per_node)
     return 2.0 * shard * (nodes - 1) / nodes / job.grad_accumulation
 
 
@@ -581,9 +656,10 @@ def step_time(
         attention_s += 42.0 * scores / bw
 
     fwd_passes = 1 + (1 if job.grad_checkpointing else 0)
-    elementwise = _elementwise_bytes_per_token(model, job) * model.layers * tokens
+    per_token = _elementwise_bytes_per_token(model, job) + _autocast_elementwise_bytes_per_token(model, job)
+    elementwise = per_token * model.layers * tokens
     elementwise *= fwd_passes + ELEMENTWISE_BACKWARD_RATIO
-    elementwise_s = elementwise / bw
+    elementwise_s = (elementwise + _autocast_weight_cast_bytes(model, job)) / bw
 
     loss = loss_impl(job)
     logit_bytes = LOSS_BYTES_PER_LOGIT[loss]
@@ -615,6 +691,10 @@ def step_time(
         per_layer = FUSED_OPS_PER_LAYER_FORWARD if fused else OPS_PER_LAYER_FORWARD
         per_adapter = FUSED_OPS_PER_ADAPTER if fused else OPS_PER_ADAPTER
         ops_fwd = per_layer * model.layers + per_adapter * _n_adapters(model, job)
+        if job.mixed_precision == "autocast":
+            ops_fwd += AUTOCAST_OPS_PER_LINEAR * (
+                _linears_per_layer(model) * model.layers + _n_adapters(model, job)
+            )
         dispatch_s = ops_fwd * (fwd_passes + BACKWARD_OPS_RATIO) * DISPATCH_SECONDS_PER_OP
     # the GPTQ dequantization ops run in forward passes only (no autograd graph: frozen weight)
     dispatch_s += (
@@ -677,7 +757,32 @@ def _exposed_unit_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
     unit = layer_params(model)
     gathered = 2.0 * unit if job.method == "full" else _frozen_weight_bytes(model, job) / model.layers
     grads = 2.0 * unit if job.method == "full" else 0.0
+    if _mixed_units(job):
+        grads = _frozen_layer_bytes(model, job) / model.layers
     return ring * (gathered + grads)
+
+
+def _mixed_units(job: Job) -> bool:
+    """Whether FSDP1 reduce-scatters whole mixed units: adapters in the frozen layers' FlatParameter
+    (`Job.lora_in_fsdp_units`) under ZeRO-3/HSDP, the FSDP implementation (DeepSpeed partitions
+    per parameter and reduces only the gradients that exist)."""
+    return (
+        job.lora_in_fsdp_units
+        and job.method != "full"
+        and job.sharding in ("zero3", "hybrid")
+        and job.zero3_impl == "fsdp"
+    )
+
+
+def _frozen_layer_bytes(model: ModelSpec, job: Job) -> float:
+    """Bytes of the frozen decoder layers in their storage dtype (the FlatParameter's, so also its
+    gradient's): bf16 (fp32 modules under autocast) for LoRA; QLoRA's quantized linears (packed
+    into the float quant_storage dtype FSDP requires) plus its bf16 norms."""
+    layers = model.layers * layer_params(model)
+    if job.method == "lora":
+        return _module_bytes(job) * layers
+    linears = linear_params(model)
+    return quantized_bytes_per_param(job) * linears + 2.0 * (layers - linears)
 
 
 def _pcie_bytes_per_s(gpu: Accelerator) -> float:

@@ -442,6 +442,14 @@ KernelsOpt = Annotated[
     ),
 ]
 DEFAULT_KERNELS = KernelsChoice("plain")
+LoraInFsdpUnitsOpt = Annotated[
+    bool,
+    typer.Option(
+        help="FSDP1 wraps each decoder layer with its LoRA adapters in one FlatParameter "
+        "(use_orig_params=True): the frozen weights' gradients are reduce-scattered too. Off: "
+        "adapters wrapped apart (PEFT's fsdp_auto_wrap_policy, HF Trainer) or FSDP2."
+    ),
+]
 
 # --- modelmem (issue 23): memory-model options ---
 MixedPrecisionChoice = _choices("MixedPrecisionChoice", MixedPrecision)
@@ -545,6 +553,7 @@ class JobOptions:
     lora_head: bool = False
     # --- modeltime (issue 23) ---
     kernels: str = "plain"
+    lora_in_fsdp_units: bool = False
     # --- bill options (issue 21): the experiment, not the Job ---
     dataset_gb: float | None = None
     checkpoint_every: str = DEFAULT_CHECKPOINT_EVERY
@@ -640,6 +649,7 @@ JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
     "lora_head": (LoraHeadOpt, False),
     # --- modeltime (issue 23) ---
     "kernels": (KernelsOpt, DEFAULT_KERNELS),
+    "lora_in_fsdp_units": (LoraInFsdpUnitsOpt, False),
     # --- bill options (issue 21) ---
     "dataset_gb": (DatasetGbOpt, None),
     "checkpoint_every": (CheckpointEveryOpt, DEFAULT_CHECKPOINT_EVERY),

@@ -1,0 +1,100 @@
+"""Autocast over fp32 modules (Job.mixed_precision="autocast") in the time model: the weight and
+input casts and the fp32 residual stream, against bf16 modules (FSDP MixedPrecision / bf16 load)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from finetune import Accelerator, Job, estimate_time
+from finetune.architecture import matmul_params
+from finetune.memory import trainable_params
+from finetune.time import (
+    AUTOCAST_CAST_BYTES,
+    AUTOCAST_OPS_PER_LINEAR,
+    BACKWARD_OPS_RATIO,
+    DISPATCH_SECONDS_PER_OP,
+    _autocast_elementwise_bytes_per_token,
+    _autocast_weight_cast_bytes,
+    _linears_per_layer,
+    _n_adapters,
+    _recompute_params,
+    step_time,
+)
+from warehouse.seed_models import load_models
+
+MODELS = load_models()
+LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
+H100 = Accelerator(tflops=989.0, memory_bandwidth_gbps=3350.0, architecture="Hopper", vram_gb=80, pcie_gen=5)
+
+
+def _tps(job: Job) -> float:
+    return estimate_time(LLAMA_8B, job, 1e8, 1, 1, H100.tflops, None, None, gpu=H100).tokens_per_s
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_autocast_over_fp32_modules_is_slower_than_bf16_modules(method: str) -> None:
+    bf16 = Job(method=method, seq_len=2048, micro_batch=1, grad_checkpointing=True)
+    assert _tps(replace(bf16, mixed_precision="autocast")) < _tps(bf16)
+
+
+def test_bf16_modules_pay_no_autocast_term() -> None:
+    job = Job(method="lora")
+    assert _autocast_weight_cast_bytes(LLAMA_8B, job) == 0.0
+    assert _autocast_elementwise_bytes_per_token(LLAMA_8B, job) == 0.0
+
+
+def test_every_pass_casts_every_weight_it_uses_and_trained_gradients_are_cast_back() -> None:
+    for job in (
+        Job(method="lora", mixed_precision="autocast", grad_checkpointing=True),
+        Job(method="lora", mixed_precision="autocast", grad_checkpointing=False),
+        Job(method="full", mixed_precision="autocast", grad_checkpointing=True),
+    ):
+        passes = matmul_params(LLAMA_8B) + _recompute_params(LLAMA_8B, job)
+        expected = AUTOCAST_CAST_BYTES * (passes + trainable_params(LLAMA_8B, job))
+        assert _autocast_weight_cast_bytes(LLAMA_8B, job) == pytest.approx(expected)
+    # checkpointing recomputes the layers, whose weights are cast again
+    gc = Job(method="lora", mixed_precision="autocast", grad_checkpointing=True)
+    assert _autocast_weight_cast_bytes(LLAMA_8B, gc) > _autocast_weight_cast_bytes(
+        LLAMA_8B, replace(gc, grad_checkpointing=False)
+    )
+
+
+def test_a_qlora_base_is_dequantized_not_cast() -> None:
+    job = Job(method="qlora", mixed_precision="autocast")
+    assert _autocast_weight_cast_bytes(LLAMA_8B, job) == 0.0
+    # its fp32 residual stream still widens the elementwise work
+    assert _autocast_elementwise_bytes_per_token(LLAMA_8B, job) > 0.0
+
+
+def test_a_compiled_job_fuses_the_casts_and_widens_only_the_stream() -> None:
+    job = Job(method="lora", mixed_precision="autocast", compiled=True)
+    assert _autocast_elementwise_bytes_per_token(LLAMA_8B, job) == 8.0 * LLAMA_8B.hidden_size
+    eager = replace(job, compiled=False)
+    assert _autocast_elementwise_bytes_per_token(LLAMA_8B, eager) > 8.0 * LLAMA_8B.hidden_size
+
+
+def test_more_adapted_linears_read_more_fp32_inputs() -> None:
+    qv = Job(method="lora", mixed_precision="autocast", lora_targets="qv")
+    every = replace(qv, lora_targets="all-linear")
+    h = LLAMA_8B.hidden_size
+    # all-linear adds k, gate and up as readers of the fp32 normed stream: three more casts
+    delta = _autocast_elementwise_bytes_per_token(LLAMA_8B, every) - _autocast_elementwise_bytes_per_token(
+        LLAMA_8B, qv
+    )
+    assert delta == pytest.approx(3 * AUTOCAST_CAST_BYTES * h)
+
+
+def test_autocast_dispatches_two_casts_per_linear_call() -> None:
+    job = Job(method="lora", seq_len=512, micro_batch=1, grad_checkpointing=False, lora_targets="qv")
+    plain = step_time(LLAMA_8B, job, H100, 1, None, True)
+    cast = step_time(LLAMA_8B, replace(job, mixed_precision="autocast"), H100, 1, None, True)
+    linears = _linears_per_layer(LLAMA_8B) * LLAMA_8B.layers + _n_adapters(LLAMA_8B, job)
+    extra = AUTOCAST_OPS_PER_LINEAR * linears * (1 + BACKWARD_OPS_RATIO) * DISPATCH_SECONDS_PER_OP
+    assert cast.dispatch_s - plain.dispatch_s == pytest.approx(extra)
+
+
+def test_autocast_needs_bf16_mixed() -> None:
+    with pytest.raises(ValueError, match="bf16-mixed"):
+        Job(precision="bf16-pure", mixed_precision="autocast")
