@@ -20,8 +20,9 @@ monthly cap of 672 hours" is stated for Droplets (its per-second billing post of
 monthly cap of 672 hours ... remains in place"), but its Droplet pricing page (validated
 2026-05-28) bills CPU and GPU Droplets under separate sections and the GPU section lists hourly
 rates only, stating no cap. And a GPU size's `price_monthly` is its hourly rate × 744 h (a 31-day
-month: $23.92 × 744 = $17,796.48 for 8x H100), so it would never bind within a 730-hour month. A size listed in no region is `Excluded("no_region")`; `available: false` is
-kept as `available=False`. DigitalOcean has no spot or preemptible Droplets.
+month: $23.92 × 744 = $17,796.48 for 8x H100), so it would never bind within a 730-hour month.
+A size listed in no region is `Excluded("no_region")`; `available: false` is kept as
+`available=False`. DigitalOcean has no spot or preemptible Droplets.
 
 Quirks handled:
 - `gpu_info.vram.amount` is the Droplet's total VRAM in the stated `unit` ("gib" for 640 on an
