@@ -293,6 +293,9 @@ class Offer:
     # one-time fee per instance on top of the price (a dedicated server's set-up fee), in
     # `currency`; None: the source states none. The bill charges it once per experiment.
     setup_fee: float | None = None
+    # the most one instance bills in a month, in `currency`, where the provider's own terms say
+    # the rate is capped ("you will never pay more than the monthly price"); None: no cap stated
+    monthly_price_cap: float | None = None
     available: bool | None = None
     provider_data: Mapping[str, Any] = field(default_factory=dict)
     scope: str | None = None  # the part of the answer it came from; None = "<pricing_type>:<region>"

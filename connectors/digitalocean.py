@@ -15,8 +15,14 @@ Droplets, counted as `Excluded("cpu_only")`.
 What becomes an offer: one `on_demand` / `list` offer per GPU size and region in its `regions`
 (DigitalOcean publishes one price for every region, but a size leaving a region must close that
 offer alone), priced `price_hourly` (USD per hour for the whole Droplet). `price_monthly` is kept
-in `provider_data`. A size listed in no region is `Excluded("no_region")`; `available: false` is
-kept as `available=False`. DigitalOcean has no spot or preemptible Droplets.
+in `provider_data` and is not read as a `monthly_price_cap`. DigitalOcean's "billed hourly up to a
+monthly cap of 672 hours" is stated for Droplets (its per-second billing post of 2026-01-01: "the
+monthly cap of 672 hours ... remains in place"), but its Droplet pricing page (validated
+2026-05-28) bills CPU and GPU Droplets under separate sections and the GPU section lists hourly
+rates only, stating no cap. And a GPU size's `price_monthly` is its hourly rate × 744 h (a 31-day
+month: $23.92 × 744 = $17,796.48 for 8x H100), so it would never bind within a 730-hour month.
+A size listed in no region is `Excluded("no_region")`; `available: false` is kept as
+`available=False`. DigitalOcean has no spot or preemptible Droplets.
 
 Quirks handled:
 - `gpu_info.vram.amount` is the Droplet's total VRAM in the stated `unit` ("gib" for 640 on an

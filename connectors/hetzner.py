@@ -20,9 +20,9 @@ Billing, in Hetzner's own words (docs.hetzner.com, "Cancellations on Robot", 202
 dedicated servers can be cancelled immediately, "Our billing is exact to the hour. You will never
 pay more than the monthly price." So an offer's price is the feed's hourly rate
 (`prices.hourly.EUR`, per server, `billing_unit="hour"`), the monthly price is the cap
-(`provider_data["price_monthly"]`, flagged `price_monthly_is_cap`), and the one-time set-up fee
-(`prices.setup.EUR`) is `Offer.setup_fee`. The bill (finetune.cost) bills hours at the hourly
-rate: a run past the cap (monthly / hourly ≈ 624 h in a month) is overstated, never understated.
+(`Offer.monthly_price_cap`), and the one-time set-up fee (`prices.setup.EUR`) is
+`Offer.setup_fee`. The bill (finetune.cost.capped_cost) charges each 730-hour month a server is
+held at most the cap: past monthly / hourly ≈ 624 h a month, the month costs the cap.
 
 Unverified (no archived feed body showed them): the `hourly` and `setup` key names beside the
 verified `monthly`. A product without one is a wrong row (`problem`: the key is missing, price
@@ -211,13 +211,11 @@ def plan_offers(plan: Plan, product: Mapping[str, Any]) -> Iterator[Offer]:
             gpu_memory_gb_raw=plan.gpu_memory_gb,
             billing_unit="hour",
             setup_fee=fee[0],
+            # Hetzner never bills more than this in a month (net of VAT)
+            monthly_price_cap=monthly if math.isfinite(monthly) else None,
             available=location.get("active") is not False,
             provider_data={
                 "product_key": plan.product_key,
-                # the cap: Hetzner never bills more than this in a month (net of VAT); the key
-                # linode and digitalocean use for their monthly price, flagged as a cap
-                "price_monthly": monthly if math.isfinite(monthly) else None,
-                "price_monthly_is_cap": True,
                 "country": location.get("countryCode"),
                 "vat": "excluded",
             },

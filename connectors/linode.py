@@ -8,8 +8,13 @@ more.
 
 What becomes an offer: types whose `class` is "gpu" (or that state `gpus` > 0); the rest are CPU
 plans, counted as `Excluded("cpu_only")`. Each GPU type gets one `on_demand` / `list` offer priced
-`price.hourly` (USD per hour; Linode bills hourly up to the monthly price in `price.monthly`,
-kept in `provider_data`). The type list names no regions: that offer's region is "global", the
+`price.hourly` (USD per hour). `price.monthly` is the offer's `monthly_price_cap` (and kept in
+`provider_data`): "You are charged the hourly rate for a service up to its monthly cap (rates get
+rounded up to the nearest hour)" (linode.com/pricing/distributed-compute-regions/, read
+2026-12-02), and "You'll never be billed more than the monthly cap for any service, excluding
+network transfer overages" (Linode's guide "How Linode Billing Works",
+linode.com/docs/platform/billing-and-support/how-linode-billing-works). A monthly price that is
+missing or not positive is no cap. The type list names no regions: that offer's region is "global", the
 price of every region without its own. `region_prices` (`[{"id", "hourly", "monthly"}]`) lists the
 regions priced differently (e.g. "id-cgk" Jakarta, "br-gru" São Paulo); each becomes its own
 offer with that region. A $0 default price beside region prices (a 2026 survey of the live list
@@ -133,7 +138,14 @@ def type_offers(linode_type: Mapping[str, Any]) -> list[Offer] | Excluded:
     else:
         excluded_default = False
         offers.append(
-            Offer(region=DEFAULT_REGION, price_per_hour=hourly, problem=problem, provider_data=data, **common)
+            Offer(
+                region=DEFAULT_REGION,
+                price_per_hour=hourly,
+                monthly_price_cap=monthly_cap(price),
+                problem=problem,
+                provider_data=data,
+                **common,
+            )
         )
     for regional in regional_prices:
         if not isinstance(regional, dict) or not regional.get("id"):
@@ -143,6 +155,7 @@ def type_offers(linode_type: Mapping[str, Any]) -> list[Offer] | Excluded:
             Offer(
                 region=str(regional["id"]),
                 price_per_hour=hourly,
+                monthly_price_cap=monthly_cap(regional),
                 problem=problem,
                 provider_data={**data, "price_monthly": regional.get("monthly"), "region_price": True},
                 **common,
@@ -174,6 +187,13 @@ def parse(responses: Sequence[RawResponse]) -> Iterator[Offer | Unchanged | Excl
         )
     yield from offers
     yield from excluded(counts)
+
+
+def monthly_cap(price: Mapping[str, Any]) -> float | None:
+    """The monthly price that caps the hourly rate; None where it is missing or not positive (a
+    $0 default of a type priced per region only caps nothing)."""
+    monthly = number(price.get("monthly"))
+    return monthly if monthly is not None and monthly > 0 else None
 
 
 def _hourly(price: Mapping[str, Any]) -> tuple[float, str | None]:

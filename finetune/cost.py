@@ -38,7 +38,13 @@ Two billing rules change how the time is billed, not what is billed:
   once, rounded up to whole months, spot_rework the same for the spot wall time, and idle is 0
   (the gaps are inside the rented months). A 5-hour job on it costs a whole month;
 * a serverless offer has no instance to hold: per-second GPU time while a run runs, idle 0, and
-  its boot_minutes is the cold start (setup: cold start + model download + dataset upload).
+  its boot_minutes is the cold start (setup: cold start + model download + dataset upload);
+* an hourly rate capped at a monthly price (`monthly_cap_usd`: Hetzner's dedicated servers, "you
+  will never pay more than the monthly price"; Linode) is held for the whole experiment like a
+  month-billed rental (idle 0, the gaps inside the months), and each 730-hour month of it bills
+  min(price × billed hours in that month, cap): whole months at min(730 h × price, cap), the
+  last part month at min(billed(rest) × price, cap) (`capped_cost`). Set-up and checkpoint time
+  stay at the hourly price, as on a month-billed rental.
 """
 
 from __future__ import annotations
@@ -94,6 +100,28 @@ def run_cost(
 ) -> float:
     """On-demand USD: billed hours × price per instance-hour × instances (nodes)."""
     return billed_hours(hours, granularity, minimum_hours) * price_per_hour * nodes
+
+
+def capped_cost(
+    hours: float,
+    price_per_hour: float,
+    monthly_cap: float,
+    granularity: Granularity,
+    minimum_hours: float = 0.0,
+    nodes: int = 1,
+) -> float:
+    """USD of `hours` held on an hourly rate capped at `monthly_cap` per instance and month.
+
+    The hours fill 730-hour months in turn: each whole month bills min(730 × price, cap), the
+    part month left min(billed(rest) × price, cap), the minimum charge only when there is no
+    whole month; × instances (nodes)."""
+    months = math.floor(hours / HOURS_PER_MONTH)
+    rest = max(0.0, hours - months * HOURS_PER_MONTH)  # never below 0 where the division rounded up
+    whole = min(HOURS_PER_MONTH * price_per_hour, monthly_cap)
+    last = min(
+        billed_hours(rest, granularity, minimum_hours if months == 0 else 0.0) * price_per_hour, monthly_cap
+    )
+    return (months * whole + last) * nodes
 
 
 def expected_spot_hours(
@@ -291,10 +319,11 @@ class Bill:
         return tuple(name for name in BILL_ITEMS if self.items[name] is None)
 
 
-def held_for_experiment(granularity: Granularity) -> bool:
+def held_for_experiment(granularity: Granularity, monthly_cap_usd: float | None = None) -> bool:
     """Whether the instance is rented for the whole experiment rather than per run: a month-billed
-    rental is not given back between runs (each new one would bill another month, and set-up)."""
-    return granularity == "month"
+    rental is not given back between runs (each new one would bill another month, and set-up),
+    nor is a monthly-capped one (the gaps cost nothing once a month reaches its cap)."""
+    return granularity == "month" or monthly_cap_usd is not None
 
 
 def keeps_data(facts: ProviderFacts) -> bool | None:
@@ -318,16 +347,26 @@ def itemized_bill(
     facts: ProviderFacts,
     setup_fee_usd: float | None = None,
     serverless: bool = False,
+    monthly_cap_usd: float | None = None,
 ) -> Bill:
     """The experiment's bill: `hours` of useful work per run, `wall_hours` with spot rework (=
     `hours` on demand), at `price_per_hour` per instance over `nodes` instances.
 
     `setup_fee_usd` is the offer's one-time fee per instance (None: none stated); `serverless`
-    an offer with no instance to hold (see the module docstring for both rules)."""
+    an offer with no instance to hold; `monthly_cap_usd` the most an instance bills in a month
+    (None: no cap; ignored on a serverless or month-billed offer). The module docstring gives
+    the rules."""
     runs = data.runs
     missing: set[str] = set()
     gap_hours = (runs - 1) * data.idle_hours
-    if held_for_experiment(granularity):
+    cap = None if serverless or granularity == "month" else monthly_cap_usd
+    if cap is not None:
+        # one rental over the whole experiment, each month of it at most the cap
+        held_h = runs * hours + gap_hours
+        held_w = runs * wall_hours + gap_hours
+        compute = capped_cost(held_h, price_per_hour, cap, granularity, minimum_hours, nodes)
+        rework = capped_cost(held_w, price_per_hour, cap, granularity, minimum_hours, nodes) - compute
+    elif held_for_experiment(granularity):
         # one rental over the whole experiment: the runs and the gaps between them, rounded once
         billed_h = billed_hours(runs * hours + gap_hours, granularity, minimum_hours)
         billed_w = billed_hours(runs * wall_hours + gap_hours, granularity, minimum_hours)
@@ -408,7 +447,7 @@ def itemized_bill(
         ingress = moved_gb * facts.ingress_usd_per_gb
 
     idle: float | None
-    nothing_idles = serverless or held_for_experiment(granularity)  # no instance, or one held in compute
+    nothing_idles = serverless or held_for_experiment(granularity, cap)  # no instance, or one held in compute
     if gap_hours == 0 or nothing_idles or facts.stopped_instance_bills is False:
         idle = 0.0
     elif facts.stopped_instance_bills is True:

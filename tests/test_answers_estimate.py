@@ -79,7 +79,8 @@ select
     null::json as provider_data,
     false as is_stale,
     null::double as setup_fee_usd,  -- no one-time fee: the bill is compute alone
-    false as serverless
+    false as serverless,
+    null::double as monthly_price_cap_usd  -- no monthly cap: every hour bills
 from core.gpus as gpus
 cross join (values {", ".join(f"({n})" for n in GPU_COUNTS)}) as counts (n)
 where gpus.vram_gb > 0

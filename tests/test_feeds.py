@@ -346,6 +346,16 @@ def test_v4_is_v3_and_what_billing_needs_beyond_the_hour(published):
     assert offers_v4["setup_fee"].is_null().all() and not offers_v4["serverless"].any()
 
 
+def test_v5_is_v4_and_the_monthly_cap(published):
+    # v4 stays as it was published; v5 adds the cap as published and in USD
+    offers_v4 = pl.read_parquet(published / "gpu_offers.v4.parquet")
+    offers_v5 = pl.read_parquet(published / "gpu_offers.v5.parquet")
+    assert "monthly_price_cap" not in offers_v4.columns
+    assert offers_v5.columns == [*offers_v4.columns, "monthly_price_cap", "monthly_price_cap_usd"]
+    assert offers_v5.drop("monthly_price_cap", "monthly_price_cap_usd").equals(offers_v4)
+    assert offers_v5["monthly_price_cap"].is_null().all()  # these offers state no cap
+
+
 def test_price_age_is_hours_from_last_seen_to_generated_at(published):
     v2 = pl.read_parquet(published / "gpu_offers.v2.parquet")
     assert v2["last_seen_at"].unique().to_list() == [T0]

@@ -205,6 +205,7 @@ def reference_rows(
                         facts=ProviderFacts(**{f: offer.get(f) for f in ProviderFacts.__dataclass_fields__}),
                         setup_fee_usd=offer.get("setup_fee_usd"),
                         serverless=bool(offer.get("serverless")),
+                        monthly_cap_usd=offer.get("monthly_price_cap_usd"),
                     )
                     row |= {f"{item}_usd": bill.items[item] for item in BILL_ITEMS}
                     row["total_usd"] = bill.total_usd

@@ -68,7 +68,7 @@ def test_every_plan_in_every_datacenter_at_its_hourly_rate() -> None:
     gex45 = found[("GEX45", "fsn1")]
     # Hetzner bills to the hour: the price is the hourly rate, the month is its cap
     assert (gex45.price_per_hour, gex45.currency, gex45.billing_unit) == (0.3402, "EUR", "hour")
-    assert gex45.provider_data["price_monthly"] == 212.3 and gex45.provider_data["price_monthly_is_cap"]
+    assert gex45.monthly_price_cap == 212.3 and "price_monthly" not in gex45.provider_data
     assert gex45.setup_fee == 209.0  # one-time, per server, in the offer's currency
     assert (gex45.gpu_name_raw, gex45.gpu_count, gex45.gpu_memory_gb_raw) == (
         "NVIDIA RTX PRO 4000 Blackwell SFF",

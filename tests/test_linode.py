@@ -76,6 +76,15 @@ def test_gpu_type_gives_a_default_offer_and_one_per_region_price() -> None:
     assert (default.vcpus, default.ram_gb, default.provider_data["price_monthly"]) == (16.0, 64.0, 2000.0)
     jakarta = offers[("g1-gpu-rtx6000-2", "id-cgk")]
     assert (jakarta.price_per_hour, jakarta.provider_data["price_monthly"]) == (3.6, 2400.0)
+    # Linode bills the hourly rate up to the monthly price: each region's own month caps it
+    assert (default.monthly_price_cap, jakarta.monthly_price_cap) == (2000.0, 2400.0)
+
+
+def test_a_monthly_price_missing_or_zero_caps_nothing() -> None:
+    assert linode.monthly_cap({"hourly": 1.5, "monthly": 1000}) == 1000.0
+    assert linode.monthly_cap({"hourly": 1.5, "monthly": 0}) is None
+    assert linode.monthly_cap({"hourly": 1.5}) is None
+    assert linode.monthly_cap({"hourly": 1.5, "monthly": "n/a"}) is None
 
 
 def test_cpu_plans_are_excluded_by_rule() -> None:
@@ -136,7 +145,7 @@ def test_real_capture(shared_raw: Path) -> None:
     for n in (1, 2, 3, 4):
         offer = offers[(f"g1-gpu-rtx6000-{n}", "global")]
         assert (offer.price_per_hour, offer.gpu_count, offer.gpu_name_raw) == (1.5 * n, float(n), "RTX6000")
-        assert offer.provider_data["price_monthly"] == 1000.0 * n
+        assert offer.provider_data["price_monthly"] == offer.monthly_price_cap == 1000.0 * n
     assert (offers[("g1-gpu-rtx6000-4", "global")].vcpus, offers[("g1-gpu-rtx6000-4", "global")].ram_gb) == (
         24.0,
         128.0,

@@ -94,8 +94,8 @@ def test_a_pulled_folder_answers_prices_as_the_scraped_warehouse(scraped, public
     result = runner.invoke(app, ["pull"])
     assert result.exit_code == 0, result.output
     reader_bytes = sum(e["bytes"] for e in _manifest(publication)["files"] if e["name"] in READER_FEEDS)
-    # the offers (v4, and v3 for publications older than v4) and the unmapped GPUs
-    assert f"pulled 3 files ({reader_bytes:,} bytes), 0 unchanged" in result.stdout
+    # the offers (v5, and v4 and v3 for publications older than them) and the unmapped GPUs
+    assert f"pulled 4 files ({reader_bytes:,} bytes), 0 unchanged" in result.stdout
     assert "(recorded sample data: replay)" in result.stdout
     expected = _prices(scraped, monkeypatch)
     assert json.loads(expected)  # the comparison below is over real rows
@@ -198,7 +198,7 @@ def test_http_pull_fetches_only_what_changed_and_refuses_a_half_published_one(se
     # one that must fetch the changed file meets a disagreement and keeps what it had
     (home / "pulled" / "feeds" / OFFERS_FEED).unlink()
     with pytest.raises(
-        PullError, match=r"gpu_offers.v4.parquet differs from manifest.json .*kept the previous pull"
+        PullError, match=r"gpu_offers.v5.parquet differs from manifest.json .*kept the previous pull"
     ):
         pull(url, home)
     assert previous_manifest(home) == held and reader_warehouse(home).stat().st_mtime_ns == built
@@ -401,7 +401,7 @@ def test_a_url_pull_cannot_read_says_which_forms_it_can(url, message, tmp_path):
         (lambda m: m["files"].append(dict(m["files"][0], name="../escape.parquet")), "outside its folder"),
         (
             lambda m: m.update(files=[f for f in m["files"] if f["name"] not in OFFERS_FEEDS]),
-            "lists no gpu_offers.v4",
+            "lists no gpu_offers.v5",
         ),
         (lambda m: m.pop("generated_at"), "is not a gpucost manifest (KeyError"),
     ],
@@ -423,14 +423,47 @@ def test_s3_without_credentials_says_which_variables_to_set(s3_endpoint, bucket,
         pull(f"s3://{bucket}/feeds", tmp_path, endpoint_url=s3_endpoint)
 
 
-def test_a_publication_from_before_v4_pulls_from_its_v3(publication, tmp_path):
+def _older(publication: Path, tmp_path: Path, newer: tuple[str, ...]) -> Path:
+    """The publication as one written before the feeds `newer` existed."""
     folder = _copy(publication, tmp_path)
     manifest = _manifest(folder)
-    manifest["files"] = [f for f in manifest["files"] if f["name"] != OFFERS_FEED]
-    (folder / OFFERS_FEED).unlink()
+    manifest["files"] = [f for f in manifest["files"] if f["name"] not in newer]
+    for name in newer:
+        (folder / name).unlink()
     (folder / MANIFEST).write_text(json.dumps(manifest))
+    return folder
+
+
+def test_the_monthly_cap_reaches_the_reader_from_v5(scraped, publication, tmp_path):
+    result = pull(str(publication), tmp_path / "reader")
+    assert OFFERS_FEED == "gpu_offers.v5.parquet" and OFFERS_FEED in result.fetched
+    query = (
+        "select provider, count(monthly_price_cap_usd) from marts.gpu_offers group by 1 "
+        "having count(monthly_price_cap_usd) > 0 order by 1"
+    )
+    con = duckdb.connect(str(scraped / "warehouse.duckdb"), read_only=True)
+    scraped_caps = con.execute(query).fetchall()
+    con.close()
+    con = duckdb.connect(str(reader_warehouse(tmp_path / "reader")), read_only=True)
+    assert con.execute(query).fetchall() == scraped_caps
+    con.close()
+    # the replay's capped providers (Hetzner's GEX servers, Linode) state it
+    assert {p for p, _ in scraped_caps} >= {"hetzner", "linode"}
+
+
+def test_a_publication_from_before_v5_pulls_from_its_v4_without_caps(publication, tmp_path):
+    folder = _older(publication, tmp_path, OFFERS_FEEDS[:1])
     result = pull(str(folder), tmp_path / "reader")
     assert OFFERS_FEEDS[1] in result.fetched and OFFERS_FEED not in result.fetched
+    con = duckdb.connect(str(reader_warehouse(tmp_path / "reader")), read_only=True)
+    assert con.execute("select count(monthly_price_cap_usd) from marts.gpu_offers").fetchall() == [(0,)]
+    con.close()
+
+
+def test_a_publication_from_before_v4_pulls_from_its_v3(publication, tmp_path):
+    folder = _older(publication, tmp_path, OFFERS_FEEDS[:2])
+    result = pull(str(folder), tmp_path / "reader")
+    assert OFFERS_FEEDS[2] in result.fetched and not {OFFERS_FEED, OFFERS_FEEDS[1]} & set(result.fetched)
     con = duckdb.connect(str(reader_warehouse(tmp_path / "reader")), read_only=True)
     # v3 carries no set-up fee: the reader's offers hold none, and its bill charges none
     assert con.execute("select count(*), count(setup_fee_usd) from marts.gpu_offers").fetchall()[0][1] == 0
@@ -445,7 +478,7 @@ def test_the_cli_refusal_is_one_line_and_exit_1(publication, tmp_path, monkeypat
     result = runner.invoke(app, ["pull", str(folder)])
     assert result.exit_code == 1
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error: gpu_offers.v4.parquet differs from manifest.json (4 bytes,")
+    assert line.startswith("error: gpu_offers.v5.parquet differs from manifest.json (4 bytes,")
     assert line.endswith("nothing was pulled before; pull again later")
 
 

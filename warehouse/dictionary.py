@@ -291,6 +291,19 @@ _COLUMNS: tuple[Column, ...] = (
         "setup_fee converted with the price's own rate; null when none is stated.",
     ),
     _c(
+        "monthly_price_cap",
+        "DOUBLE",
+        "`currency` per instance-month",
+        "The most one instance bills in a month where the provider caps its hourly rate at a "
+        "monthly price, as published (Hetzner's dedicated servers, Linode); null when none is stated.",
+    ),
+    _c(
+        "monthly_price_cap_usd",
+        "DOUBLE",
+        "USD per instance-month",
+        "monthly_price_cap converted with the price's own rate; null when none is stated.",
+    ),
+    _c(
         "minimum_charge_seconds",
         "BIGINT",
         "seconds",
@@ -791,8 +804,8 @@ _COLUMNS: tuple[Column, ...] = (
         "DOUBLE",
         "USD",
         "Idle time between runs at the instance price where a stopped "
-        "instance still bills, else 0 (always 0 serverless, and month-billed where compute holds "
-        "the gaps); null: unpublished.",
+        "instance still bills, else 0 (always 0 serverless, and month-billed or monthly-capped where "
+        "compute holds the gaps); null: unpublished.",
     ),
     _c(
         "fees_usd",

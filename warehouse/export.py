@@ -233,6 +233,13 @@ _GPU_OFFERS_V4: tuple[str, ...] = (
     "setup_fee_usd",
     "serverless",
 )
+# gpu_offers v5: v4 plus the monthly cap of an hourly rate (Hetzner's "never more than the monthly
+# price"), which the bill applies per 730-hour month held
+_GPU_OFFERS_V5: tuple[str, ...] = (
+    *_GPU_OFFERS_V4,
+    "monthly_price_cap",
+    "monthly_price_cap_usd",
+)
 
 FEEDS: tuple[Feed, ...] = (
     Feed(
@@ -405,6 +412,18 @@ FEEDS: tuple[Feed, ...] = (
         "once per experiment), under the billing rules of finetune.cost: a month-billed offer is held "
         "for the whole experiment in whole months, a serverless one bills no idle time. Parquet only, "
         "as v2.",
+        documented_names=True,
+    ),
+    Feed(
+        name="gpu_offers",
+        version=5,
+        relation="marts.gpu_offers",
+        fresh="not is_stale",
+        columns=_GPU_OFFERS_V5,
+        order_by=("provider", "instance_type", "region", "zone", "pricing_type"),
+        description="v4 and the monthly cap of an hourly rate where the provider states one (as "
+        "published and in USD; null where none is stated): the bill charges an instance at most "
+        "this per 730-hour month it is held.",
         documented_names=True,
     ),
 )

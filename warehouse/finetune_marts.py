@@ -260,6 +260,7 @@ select
     offers.is_stale,
     offers.setup_fee_usd,
     offers.serverless,
+    offers.monthly_price_cap_usd,
     {fact_columns}
 from marts.gpu_offers as offers
 left join core.gpus as gpus on offers.gpu_name = gpus.gpu_name
@@ -372,6 +373,7 @@ OFFER_SCHEMA: dict[str, Any] = {
     "is_stale": pl.Boolean,
     "setup_fee_usd": pl.Float64,
     "serverless": pl.Boolean,
+    "monthly_price_cap_usd": pl.Float64,
     **FACT_SCHEMA,
 }
 
@@ -422,6 +424,7 @@ _OPTIONAL_OFFER_COLUMNS: dict[str, Any] = {
     "gpu_model": pl.String,
     "setup_fee_usd": pl.Float64,
     "serverless": pl.Boolean,
+    "monthly_price_cap_usd": pl.Float64,
     **FACT_SCHEMA,
 }
 
@@ -474,6 +477,7 @@ final as (
         spot_rates.interruption_source,
         offers.setup_fee_usd,
         coalesce(offers.serverless, false) as serverless,
+        offers.monthly_price_cap_usd,
         {", ".join(f"offers.{c}" for c in _FACT_COLUMNS)}
     from offers
     inner join hardware on {_null_safe(_HARDWARE_COLUMNS, "offers", "hardware")}
@@ -702,7 +706,7 @@ _MISSING_FACT_SQL: dict[str, str] = {
 assert tuple(_MISSING_FACT_SQL) == FACTS
 
 
-def _billed_hours_sql(hours: str) -> str:
+def _billed_hours_sql(hours: str, minimum: str = "minimum_billed_hours") -> str:
     hours = f"({hours})"
     q = f"({hours} * units_per_hour / hours_per_unit)"
     n = f"ceil({q} - 1e-9 * greatest(1.0, {q}))"
@@ -711,7 +715,18 @@ def _billed_hours_sql(hours: str) -> str:
         f"then ({n} + 1) * hours_per_unit / units_per_hour "
         f"else {n} * hours_per_unit / units_per_hour end"
     )
-    return f"greatest({billed}, minimum_billed_hours)"
+    return f"greatest({billed}, {minimum})"
+
+
+def _capped_cost_sql(hours: str) -> str:
+    """finetune.cost.capped_cost over columns: whole 730-h months at min(730 × price, cap), the
+    part month left at min(billed(rest) × price, cap), × nodes."""
+    months = f"floor(({hours}) / {HOURS_PER_MONTH!r})"
+    rest = f"greatest(0.0, ({hours}) - {months} * {HOURS_PER_MONTH!r})"
+    whole = f"least({HOURS_PER_MONTH!r} * price_usd_per_hour, monthly_cap_usd)"
+    first_minimum = f"case when {months} = 0 then minimum_billed_hours else 0.0 end"
+    last = f"least({_billed_hours_sql(rest, first_minimum)} * price_usd_per_hour, monthly_cap_usd)"
+    return f"({months} * {whole} + {last}) * nodes_used"
 
 
 # a month-billed rental's wall time: every run's (spot) wall hours and the gaps between them
@@ -742,7 +757,13 @@ joined as (
         offers.minimum_billed_hours,
         {_UNITS_PER_HOUR} as units_per_hour,
         {_HOURS_PER_UNIT} as hours_per_unit,
-        offers.billing_granularity = 'month' as held,
+        -- a cap applies to an hourly rate held as one rental (finetune.cost.itemized_bill)
+        case
+            when not offers.serverless and offers.billing_granularity <> 'month'
+                then offers.monthly_price_cap_usd
+        end as monthly_cap_usd,
+        offers.billing_granularity = 'month'
+            or (not offers.serverless and offers.monthly_price_cap_usd is not null) as held,
         offers.setup_fee_usd,
         offers.serverless,
         plans.unpriced_reason as plan_unpriced_reason,
@@ -805,7 +826,16 @@ billing as (
         case
             when plan_priced and not coalesce(never_finishes, false) and held
                 then {_billed_hours_sql(_HELD_WALL_HOURS)}
-        end as billed_rental_wall
+        end as billed_rental_wall,
+        -- an hourly rate capped per month, held for the experiment: each month at most the cap
+        case
+            when plan_priced and not coalesce(never_finishes, false) and monthly_cap_usd is not null
+                then {_capped_cost_sql("runs * estimated_hours + (runs - 1) * idle_hours")}
+        end as capped_usd,
+        case
+            when plan_priced and not coalesce(never_finishes, false) and monthly_cap_usd is not null
+                then {_capped_cost_sql(_HELD_WALL_HOURS)}
+        end as capped_wall_usd
     from wall
 ),
 
@@ -839,10 +869,12 @@ items as (
     select
         *,
         case
+            when is_priced and monthly_cap_usd is not null then capped_usd
             when is_priced and held then billed_rental * price_usd_per_hour * nodes_used
             when is_priced then runs * billed_work * price_usd_per_hour * nodes_used
         end as compute_usd,
         case
+            when is_priced and monthly_cap_usd is not null then capped_wall_usd - capped_usd
             when is_priced and held
                 then (billed_rental_wall - billed_rental) * price_usd_per_hour * nodes_used
             when is_priced then runs * (billed - billed_work) * price_usd_per_hour * nodes_used

@@ -102,12 +102,14 @@ _OFFER_COLUMNS = {
     "ram_gb": pl.Float64,
     "billing_unit": pl.String,
     "setup_fee": pl.Float64,
+    "monthly_price_cap": pl.Float64,
     "available": pl.Boolean,
     "provider_data": pl.String,
     "attributes_hash": pl.String,
     "scope": pl.String,
 }
-# A change in any of these opens a new price interval; provider_data and availability do not.
+# A change in any of these opens a new price interval; provider_data, availability and the
+# monthly cap do not (the cap moved out of provider_data: an offer that gains it keeps its interval).
 _HASHED = (
     "price_per_hour",
     "currency",
@@ -264,6 +266,9 @@ def _invalid_reason(offer: Offer, rates: Mapping[str, tuple[float, date, str]], 
     fee = offer.setup_fee
     if fee is not None and (not isinstance(fee, int | float) or not math.isfinite(fee) or fee < 0):
         return f"setup_fee is not a non-negative number: {fee!r}"
+    cap = offer.monthly_price_cap
+    if cap is not None and (not isinstance(cap, int | float) or not math.isfinite(cap) or cap <= 0):
+        return f"monthly_price_cap is not a positive number: {cap!r}"
     usd_per_gpu = price * rates[offer.currency][0] / max(count, 1.0)
     if usd_per_gpu > guards.max_usd_per_gpu_hour:
         return f"absurd price: ${usd_per_gpu:,.2f} per GPU-hour (limit ${guards.max_usd_per_gpu_hour:,.0f})"
@@ -705,6 +710,7 @@ def _merge(
             f"""
             update core.offer_prices as c
             set last_seen_at = ?, available = i.available, provider_data = i.provider_data::json,
+                monthly_price_cap = i.monthly_price_cap,
                 scope = i.scope, price_usd_per_hour = i.price_usd_per_hour, fx_rate_date = i.fx_rate_date
             from incoming as i
             where c.provider = ? and c.valid_to is null and {on_incoming}
@@ -718,7 +724,8 @@ def _merge(
             select
                 i.provider, i.instance_type, i.region, i.zone, i.pricing_type, i.price_source,
                 i.price_per_hour, i.currency, i.price_usd_per_hour, i.fx_rate_date, i.gpu_name_raw,
-                i.gpu_count, i.gpu_memory_gb_raw, i.vcpus, i.ram_gb, i.billing_unit, i.setup_fee, i.available,
+                i.gpu_count, i.gpu_memory_gb_raw, i.vcpus, i.ram_gb, i.billing_unit, i.setup_fee,
+                i.monthly_price_cap, i.available,
                 i.provider_data::json as provider_data, i.attributes_hash,
                 ? as valid_from, null as valid_to, ? as first_seen_at, ? as last_seen_at,
                 ? as opened_by_run_id, null as closed_by_run_id, i.scope

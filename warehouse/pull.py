@@ -47,9 +47,10 @@ from warehouse.dictionary import column, comment_marts
 from warehouse.export import MANIFEST, sha256_of
 
 PULLED = "pulled"
-# the offers feed a reader warehouse is built from, newest first: v4 carries the set-up fee the
-# bill needs; a publication written before v4 existed still pulls from its v3 (fees unknown: 0)
-OFFERS_FEEDS = ("gpu_offers.v4.parquet", "gpu_offers.v3.parquet")
+# the offers feed a reader warehouse is built from, newest first: v5 carries the monthly cap and
+# v4 the set-up fee the bill needs; a publication written before them still pulls from its v4
+# (no cap: billed hourly) or v3 (fees unknown: 0)
+OFFERS_FEEDS = ("gpu_offers.v5.parquet", "gpu_offers.v4.parquet", "gpu_offers.v3.parquet")
 OFFERS_FEED = OFFERS_FEEDS[0]
 UNMAPPED_FEED = "unmapped_gpus.v2.parquet"
 # what the reader warehouse is built from: tens of kB of the replay publication's 22.9 MB (the cost

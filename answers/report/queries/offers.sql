@@ -64,10 +64,7 @@ final as (
         serverless,
         price_per_hour as published_price_per_hour,
         setup_fee,
-        case
-            when try_cast(provider_data ->> 'price_monthly_is_cap' as boolean)
-                then try_cast(provider_data ->> 'price_monthly' as double)
-        end as monthly_price_cap,
+        monthly_price_cap,
         epoch(last_seen_at)::bigint as last_seen_at,
         epoch(price_since)::bigint as price_since,
         offers

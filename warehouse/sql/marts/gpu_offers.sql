@@ -34,6 +34,8 @@ final as (
         offers.currency,
         offers.setup_fee,
         offers.setup_fee_usd,
+        offers.monthly_price_cap,
+        offers.monthly_price_cap_usd,
         offers.fx_usd_per_unit,
         offers.fx_rate_date,
         offers.fx_source,

@@ -38,10 +38,7 @@ final as (
         offers.currency,
         offers.price_per_hour as published_price_per_hour,
         offers.setup_fee,
-        case
-            when try_cast(offers.provider_data ->> 'price_monthly_is_cap' as boolean)
-                then try_cast(offers.provider_data ->> 'price_monthly' as double)
-        end as monthly_price_cap,
+        offers.monthly_price_cap,
         -- AWS' Spot Advisor band: the share of instances interrupted over the trailing month
         try_cast(offers.provider_data ->> 'interruption_rate_min' as double) as interruption_rate_min,
         try_cast(offers.provider_data ->> 'interruption_rate_max' as double) as interruption_rate_max,

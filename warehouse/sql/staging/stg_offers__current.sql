@@ -66,6 +66,14 @@ final as (
             else offers.setup_fee
                 * coalesce(fx_rates.usd_per_unit, offers.price_usd_per_hour / offers.price_per_hour)
         end as setup_fee_usd,
+        -- the most an instance bills in a month where the provider caps its hourly rate (null: no
+        -- cap stated), converted with the price's rate
+        offers.monthly_price_cap,
+        case
+            when offers.currency = 'USD' then offers.monthly_price_cap
+            else offers.monthly_price_cap
+                * coalesce(fx_rates.usd_per_unit, offers.price_usd_per_hour / offers.price_per_hour)
+        end as monthly_price_cap_usd,
         case when offers.currency <> 'USD' then fx_rates.usd_per_unit end as fx_usd_per_unit,
         case when offers.currency <> 'USD' then fx_rates.rate_date end as fx_rate_date,
         case when offers.currency <> 'USD' then fx_rates.source end as fx_source,
