@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import difflib
 import math
+import threading
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -49,13 +50,22 @@ from finetune.offer import Interconnect, stated_links, tensor_rate
 from finetune.placement import MemoryTable, place_at
 from finetune.time import model_flops_per_token
 from warehouse.db import connect
-from warehouse.finetune_marts import FACT_SCHEMA, OFFER_SCHEMA, cost_frame, read_offers
+from warehouse.finetune_marts import (
+    FACT_SCHEMA,
+    OFFER_SCHEMA,
+    PricedOffers,
+    cost_frame,
+    priced_cost_frame,
+    priced_offers,
+    read_offers,
+)
 from warehouse.hardware import GpuSpec, HardwareCatalog
 
 __all__ = [
     "BILL_DETAIL_COLUMNS",
     "DETAIL_COLUMNS",
     "MemoryAnswer",
+    "OfferBook",
     "OfferRanking",
     "StatedEstimate",
     "StatedHardware",
@@ -177,6 +187,48 @@ class OfferRanking:
         return shown.head(top).join(self.details, on=keys, how="left", nulls_equal=True).sort(RANK_ORDER)
 
 
+class OfferBook:
+    """What ranking any job reads of one warehouse: its offers (`read_offers`), each current
+    offer's billing rule (answers.billing), and the offers priced per node limit
+    (`finetune_marts.priced_offers`). None of it depends on the job or the filters, so
+    `gpucost serve` keeps one per warehouse version (flows/web.py) and a request only places the
+    job and runs the bill; `gpucost estimate` builds one per command. Thread-safe."""
+
+    # node limits whose priced offers are kept (max_nodes is 1 … 8 in practice; each is ~1 MB)
+    KEEP_LIMITS = 8
+
+    def __init__(self, offers: pl.DataFrame, rules: pl.DataFrame) -> None:
+        self.offers = offers
+        self.rules = rules
+        self._priced: dict[int, PricedOffers] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def read(cls, con: duckdb.DuckDBPyConnection) -> OfferBook:
+        """The book of the warehouse `con` reads."""
+        offers = read_offers(con)
+        everything = OfferFilters(include_unavailable=True, include_stale=True)
+        current = current_offers(con, everything, datetime.now(UTC)).select([*OFFER_KEY, *_RULE_COLUMNS])
+        # one rule per distinct billing terms (dozens), not per offer (10k offers: 100 ms saved)
+        terms = current.select(_RULE_COLUMNS).unique()
+        words = [billing_rule(r) for r in terms.iter_rows(named=True)]
+        terms = terms.with_columns(pl.Series("billing_rule", words, dtype=pl.String))
+        rules = current.join(terms, on=list(_RULE_COLUMNS), how="left", nulls_equal=True)
+        return cls(offers, rules.select([*OFFER_KEY, "billing_rule"]))
+
+    def priced(self, con: duckdb.DuckDBPyConnection, max_nodes: int) -> PricedOffers:
+        """Every offer priced under `max_nodes` (`con` only runs the SQL)."""
+        with self._lock:
+            found = self._priced.get(max_nodes)
+        if found is None:
+            found = priced_offers(con, self.offers, max_nodes=max_nodes, max_gpus=None)
+            with self._lock:
+                if len(self._priced) >= self.KEEP_LIMITS:
+                    self._priced.pop(next(iter(self._priced)))
+                self._priced[max_nodes] = found
+        return found
+
+
 def rank_offers(
     con: duckdb.DuckDBPyConnection,
     fjob: FinetuneJob,
@@ -186,28 +238,31 @@ def rank_offers(
     *,
     spot: bool,
     max_nodes: int,
+    book: OfferBook | None = None,
 ) -> OfferRanking:
-    """The job on every current offer passing `filters`; AnswerError when none can be priced."""
-    offers = read_offers(con)
+    """The job on every current offer passing `filters`; AnswerError when none can be priced.
+
+    `book`: what is read of this warehouse whatever the job (`OfferBook.read(con)` by default)."""
+    book = book or OfferBook.read(con)
     check_filters(con, filters)
     current = current_offers(con, filters, now)
-    rules = [billing_rule(r) for r in current.select(_RULE_COLUMNS).iter_rows(named=True)]
-    current = current.with_columns(pl.Series("billing_rule", rules, dtype=pl.String))
+    current = current.join(book.rules, on=list(OFFER_KEY), how="left", nulls_equal=True)
     details = current.select([*OFFER_KEY, *DETAIL_COLUMNS])
-    offers = offers.join(details.select(OFFER_KEY), on=list(OFFER_KEY), how="semi", nulls_equal=True)
+    offers = book.offers.join(details.select(OFFER_KEY), on=list(OFFER_KEY), how="semi", nulls_equal=True)
     if not spot:
         offers = offers.filter(~offers["is_spot"])
-    rows = cost_frame(con, [fjob], {model.model_id: model}, offers, max_nodes=max_nodes, max_gpus=None)
+    priced = book.priced(con, max_nodes).only(offers)
+    rows = priced_cost_frame(con, [fjob], {model.model_id: model}, priced)
     if rows.is_empty():
         kind = "" if spot else "on-demand "
         if filters != OfferFilters():
             raise AnswerError(f"no current {kind}offers match {filters.describe()}; loosen a filter")
         raise AnswerError(f"no current {kind}offers in the warehouse; run `gpucost refresh`")
     rows = _with_train_precision(rows, offers, fjob.job)
-    priced = rows.filter(rows["priced"])
-    if priced.is_empty():
+    priced_rows = rows.filter(rows["priced"])
+    if priced_rows.is_empty():
         raise AnswerError(_nothing_priced(rows, max_nodes))
-    return OfferRanking(rows, frontier(priced, cost="total_usd"), details)
+    return OfferRanking(rows, frontier(priced_rows, cost="total_usd"), details)
 
 
 def _nothing_priced(rows: pl.DataFrame, max_nodes: int) -> str:

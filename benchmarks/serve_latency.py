@@ -11,8 +11,10 @@ per client count with requests, p50, p95, max and mean latency (ms, wall-clock a
 and the machine's load average before and after, since the machine is shared.
 
 Usage: `uv run python benchmarks/serve_latency.py [--offers 10000] [--requests 200] [--seconds 120]
-[--clients 1,2] [--workdir DIR]` (the warehouse goes under --workdir, default a temporary folder,
-removed at the end; an existing one there is reused).
+[--clients 1,2] [--workdir DIR] [--before REF]` (the warehouse goes under --workdir, default a
+temporary folder, removed at the end; an existing one there is reused). `--before REF` checks REF
+out as a detached `git worktree` and serves it too, on the same warehouse with the same
+interpreter: each job is asked of both servers in turn, one row per server and client count.
 
 Result on the shared 2-core VM, 2026-12-02 (10,000 offers; other helpers' jobs running):
 see benchmarks/README.md.
@@ -21,6 +23,7 @@ see benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import socket
@@ -87,12 +90,13 @@ def free_port() -> int:
     return port
 
 
-def start(home: Path, port: int) -> subprocess.Popen[str]:
+def start(home: Path, port: int, tree: Path = REPO) -> subprocess.Popen[str]:
+    """`gpucost serve` of the code in `tree` (this venv's interpreter), answering on `port`."""
     env = {**os.environ, "GPUCOST_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     command = [sys.executable, "-m", "flows.cli", "serve", "--port", str(port), "--budget-seconds", "60"]
-    process = subprocess.Popen(
-        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    # its log goes to a file: a pipe nobody reads fills up with tracebacks and stalls the server
+    log = (home.parent / f"serve-{port}.log").open("w")
+    process = subprocess.Popen(command, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -103,44 +107,57 @@ def start(home: Path, port: int) -> subprocess.Popen[str]:
                 return process
         except httpx.TransportError:
             if process.poll() is not None:
-                raise SystemExit(
-                    f"gpucost serve exited: {process.stderr.read() if process.stderr else ''}"
-                ) from None
+                raise SystemExit(f"gpucost serve exited: {log.name} says why") from None
             time.sleep(0.2)
     process.terminate()
     raise SystemExit("gpucost serve did not answer within 120 s")
 
 
-def load(port: int, clients: int, requests: int, seconds: float) -> list[float]:
-    """Latencies (s) of up to `requests` /api/estimate answers from `clients` threads in `seconds`."""
-    latencies: list[float] = []
+def load(
+    ports: dict[str, int], clients: int, requests: int, seconds: float
+) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
+    """Latencies (s) per server of up to `requests` /api/estimate answers each, from `clients`
+    threads in `seconds`, and the answers that failed (not a 200 with ranked offers): each job
+    goes to every server in turn (the same jobs, in the same order), so a busy machine slows
+    them alike."""
+    latencies: dict[str, list[float]] = {label: [] for label in ports}
+    failures: dict[str, list[str]] = {label: [] for label in ports}
     lock = threading.Lock()
     sent = 0
     stop_at = time.monotonic() + seconds
 
     def client() -> None:
         nonlocal sent
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120, trust_env=False) as http:
+        https = {
+            label: httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120, trust_env=False)
+            for label, port in ports.items()
+        }
+        try:
             while True:
                 with lock:
                     if sent >= requests or time.monotonic() > stop_at:
                         return
                     job = JOBS[sent % len(JOBS)]
                     sent += 1
-                started = time.perf_counter()
-                answer = http.get("/api/estimate", params=job)
-                took = time.perf_counter() - started
-                if answer.status_code != 200 or not answer.json().get("offers"):
-                    raise SystemExit(f"{job}: HTTP {answer.status_code} {answer.text[:300]}")
-                with lock:
-                    latencies.append(took)
+                for label, http in https.items():
+                    started = time.perf_counter()
+                    answer = http.get("/api/estimate", params=job)
+                    took = time.perf_counter() - started
+                    with lock:  # a failed answer is counted and shown, never timed
+                        if answer.status_code != 200 or not answer.json().get("offers"):
+                            failures[label].append(f"{job}: HTTP {answer.status_code} {answer.text[:200]}")
+                        else:
+                            latencies[label].append(took)
+        finally:
+            for http in https.values():
+                http.close()
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return latencies
+    return latencies, failures
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -155,44 +172,78 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=120.0, help="most seconds per client count")
     parser.add_argument("--clients", default="1,2", help="client threads, comma-separated counts")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--before", metavar="REF", help="also serve this git commit, side by side")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gpucost-serve-bench-"))
     home = workdir / f"home-{args.offers}"
+    trees = {"after": REPO}
     rows: list[dict[str, Any]] = []
+    processes: list[subprocess.Popen[str]] = []
     try:
         build(home, args.offers)
-        port = free_port()
-        process = start(home, port)
-        try:
-            load(port, 1, len(JOBS), args.seconds)  # warm-up: imports, first plans; not counted
-            for clients in (int(c) for c in args.clients.split(",")):
-                before = os.getloadavg()[0]
-                started = time.monotonic()
-                latencies = load(port, clients, args.requests, args.seconds)
+        if args.before:
+            trees = {"before": workdir / "before-tree", "after": REPO}
+            subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(REPO),
+                    "worktree",
+                    "add",
+                    "--detach",
+                    "--quiet",
+                    str(trees["before"]),
+                    args.before,
+                ],
+                check=True,
+            )
+        ports = {label: free_port() for label in trees}
+        processes = [start(home, ports[label], tree) for label, tree in trees.items()]
+        _, failed = load(ports, 1, len(JOBS), args.seconds)  # warm-up: imports, first plans; not counted
+        for label, why in failed.items():
+            if why:
+                raise SystemExit(f"{label} fails one client's first answers: {why[0]}")
+        for clients in (int(c) for c in args.clients.split(",")):
+            before = os.getloadavg()[0]
+            started = time.monotonic()
+            latencies, failed = load(ports, clients, args.requests, args.seconds)
+            for label, taken in latencies.items():
+                for why in failed[label][:3]:
+                    print(f"{label}, {clients} client(s): {why}", file=sys.stderr)
                 rows.append(
                     {
+                        "server": label,
                         "clients": clients,
-                        "requests": len(latencies),
+                        "requests": len(taken),
+                        "failed": len(failed[label]),
                         "seconds": time.monotonic() - started,
-                        "p50": percentile(latencies, 0.5),
-                        "p95": percentile(latencies, 0.95),
-                        "max": max(latencies),
-                        "mean": statistics.fmean(latencies),
+                        "p50": percentile(taken, 0.5) if taken else math.nan,
+                        "p95": percentile(taken, 0.95) if taken else math.nan,
+                        "max": max(taken, default=math.nan),
+                        "mean": statistics.fmean(taken) if taken else math.nan,
                         "load": (before, os.getloadavg()[0]),
                     }
                 )
-        finally:
+    finally:
+        for process in processes:
             process.terminate()
             process.wait(30)
-    finally:
+        if args.before:
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "remove", "--force", str(trees["before"])], check=False
+            )
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
     print(f"\n/api/estimate over {args.offers:,} current offers, {os.cpu_count()} CPUs, loopback\n")
-    print("| clients | requests | seconds | p50 ms | p95 ms | max ms | mean ms | load avg before → after |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| server | clients | answers | failed | seconds | p50 ms | p95 ms | max ms | mean ms "
+        "| load avg before → after |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['clients']} | {r['requests']} | {r['seconds']:.1f} | {r['p50'] * 1000:.0f} | "
+            f"| {r['server']} | {r['clients']} | {r['requests']} | {r['failed']} | {r['seconds']:.1f} | "
+            f"{r['p50'] * 1000:.0f} | "
             f"{r['p95'] * 1000:.0f} | {r['max'] * 1000:.0f} | {r['mean'] * 1000:.0f} | "
             f"{r['load'][0]:.1f} → {r['load'][1]:.1f} |"
         )

@@ -88,7 +88,7 @@ if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
-    from answers.estimate import OfferRanking, StatedEstimate, StatedHardware
+    from answers.estimate import OfferBook, OfferRanking, StatedEstimate, StatedHardware
     from answers.prices import OfferFilters
 
 __all__ = [
@@ -390,12 +390,15 @@ class EstimateAsk:
     top: int
     show_all: bool
 
-    def rank(self, con: duckdb.DuckDBPyConnection, now: datetime) -> OfferRanking:
-        """The job on every current offer passing the filters (answers.estimate.rank_offers)."""
+    def rank(
+        self, con: duckdb.DuckDBPyConnection, now: datetime, book: OfferBook | None = None
+    ) -> OfferRanking:
+        """The job on every current offer passing the filters (answers.estimate.rank_offers);
+        `book` what a server keeps of this warehouse between questions."""
         from answers.estimate import rank_offers
 
         return rank_offers(
-            con, self.fjob, self.spec, self.filters, now, spot=self.spot, max_nodes=self.max_nodes
+            con, self.fjob, self.spec, self.filters, now, spot=self.spot, max_nodes=self.max_nodes, book=book
         )
 
     def ranked_payload(self, ranking: OfferRanking) -> list[dict[str, Any]]:

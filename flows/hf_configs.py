@@ -3,9 +3,13 @@
 Cache layout (huggingface_hub): `$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
 `~/.cache/huggingface/hub`; a model lives in `models--{org}--{name}/`, `refs/main` names the
 snapshot and `snapshots/<commit>/config.json` is the file. The Hub serves
-`https://huggingface.co/{id}/resolve/main/config.json` (gated models need `HF_TOKEN`). With
-`HF_HUB_OFFLINE=1`, or when the Hub cannot be reached, resolution fails with one line that says
-what to do. The HTTP client is `connectors.http.make_client`, the project's one client factory.
+`{endpoint}/{id}/resolve/main/config.json`, the endpoint `https://huggingface.co` or, as
+huggingface_hub reads it, `$HF_ENDPOINT` (a mirror or a private Hub; gated models need
+`HF_TOKEN`, sent as `Authorization: Bearer`). With `HF_HUB_OFFLINE=1`, or when the Hub cannot be
+reached in HUB_TIMEOUT_SECONDS, resolution fails with one line that says what to do. Only that
+configured endpoint is ever asked, and only for a model id (`MODEL_ID` in flows/job_options.py:
+no scheme, host or path of a user's choosing). The HTTP client is `connectors.http.make_client`,
+the project's one client factory.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ if TYPE_CHECKING:
     import httpx
 
 HUB_URL = "https://huggingface.co"
+# a config.json is a few KB: a Hub that has not answered in this long is not going to (the
+# planner's request would otherwise wait the client's 30 s default)
+HUB_TIMEOUT_SECONDS = 10.0
 # Limits on a config.json read from a file, the cache, the Hub or pasted into `gpucost serve`. Real
 # ones are 1-10 KB (meta-llama/Llama-3.1-405B's is under 1 KB); 256 KB leaves room for long
 # auto_map / quantization blocks and still refuses a document that is not a config.
@@ -101,11 +108,22 @@ def parse_config(body: bytes | str, where: str) -> dict[str, object]:
     return data
 
 
-def fetch_config(model_id: str, client: httpx.Client, token: str | None = None) -> dict[str, object]:
-    """config.json of `model_id` from the Hub."""
+def hub_endpoint(environ: Mapping[str, str] | None = None) -> str:
+    """The Hub's base URL: `$HF_ENDPOINT` (huggingface_hub's variable), else HUB_URL."""
+    env = os.environ if environ is None else environ
+    endpoint = (env.get("HF_ENDPOINT") or HUB_URL).strip().rstrip("/")
+    if not endpoint.startswith(("https://", "http://")):
+        raise ConfigNotFound(f"HF_ENDPOINT={endpoint!r} is not an http(s) URL; unset it to use {HUB_URL}")
+    return endpoint
+
+
+def fetch_config(
+    model_id: str, client: httpx.Client, token: str | None = None, endpoint: str = HUB_URL
+) -> dict[str, object]:
+    """config.json of `model_id` from the Hub at `endpoint`."""
     import httpx  # here, not above: `--help` and seeded models never load the HTTP stack
 
-    url = f"{HUB_URL}/{model_id}/resolve/main/config.json"
+    url = f"{endpoint}/{model_id}/resolve/main/config.json"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         response = client.get(url, headers=headers)
@@ -141,12 +159,17 @@ def resolve_config(
             f"{model_id} is not in the HF cache ({hub_cache_dir(env)}) and HF_HUB_OFFLINE is set; "
             "pass its config.json with --config"
         )
+    endpoint = hub_endpoint(env)
+    import httpx
+
     from connectors.http import make_client
 
     own = client is None
-    client = client or make_client(retries=1)
+    client = client or make_client(
+        retries=1, timeout=httpx.Timeout(HUB_TIMEOUT_SECONDS), request_deadline=2 * HUB_TIMEOUT_SECONDS
+    )
     try:
-        return fetch_config(model_id, client, env.get("HF_TOKEN"))
+        return fetch_config(model_id, client, env.get("HF_TOKEN"), endpoint)
     finally:
         if own:
             client.close()

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import duckdb
 from fastapi import Body, FastAPI, Query, Request
@@ -64,6 +64,9 @@ from flows.job_options import (
 )
 from flows.options_schema import OptionField, command_fields, field_errors, finite, request_model
 from warehouse.errors import WarehouseError
+
+if TYPE_CHECKING:  # answers.estimate loads polars and the marts: imported when first asked
+    from answers.estimate import OfferBook
 
 __all__ = [
     "CONCURRENT_ASKS",
@@ -199,6 +202,42 @@ def _reader() -> Iterator[tuple[duckdb.DuckDBPyConnection, str | None]]:
         con.close()
 
 
+def warehouse_version() -> tuple[str, int, int, int]:
+    """The reader warehouse's file as a version: path, inode, mtime (ns) and size (zeros while it
+    is missing). A refresh in another process rewrites or replaces the file, which changes it."""
+    from warehouse.db import Settings, reader_path
+
+    path = reader_path(Settings())
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return (str(path), 0, 0, 0)
+    return (str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+class OfferBooks:
+    """The reader warehouse's `answers.estimate.OfferBook` (its offers, billing rules and priced
+    offers: what every estimate reads whatever the job), read again when the file's version
+    changes. The version is taken before the warehouse is opened, so a book is never older than
+    the version it is kept under (a change in between only reads it once more)."""
+
+    def __init__(self) -> None:
+        self._version: tuple[str, int, int, int] | None = None
+        self._book: OfferBook | None = None
+        self._lock = threading.Lock()
+
+    def book(self, version: tuple[str, int, int, int], con: duckdb.DuckDBPyConnection) -> "OfferBook":
+        from answers.estimate import OfferBook
+
+        with self._lock:
+            if version == self._version and self._book is not None:
+                return self._book
+        book = OfferBook.read(con)
+        with self._lock:
+            self._version, self._book = version, book
+        return book
+
+
 def _split(values: dict[str, Any]) -> tuple[JobOptions, dict[str, Any]]:
     job = JobOptions(**{k: values.pop(k) for k in list(values) if k in JOB_FIELDS})
     return job, values
@@ -231,8 +270,9 @@ def _model_and_job(
     return spec
 
 
-def ask_estimate(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
-    """`/api/estimate`: the question `gpucost estimate` would ask, answered by answers.estimate."""
+def ask_estimate(values: dict[str, Any], budget: Budget, books: OfferBooks | None = None) -> dict[str, Any]:
+    """`/api/estimate`: the question `gpucost estimate` would ask, answered by answers.estimate;
+    `books` keeps what is read of the warehouse between questions (None: read it each time)."""
     from answers.estimate import offer_memory
     from answers.prices import check_filters
 
@@ -263,13 +303,15 @@ def ask_estimate(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
         return {**head, "kind": "stated", "notice": None, "stated": cli_finetune.stated_payload(
             answer, ask.fjob, ask.shape
         )}  # fmt: skip
+    version = warehouse_version()
     with _reader() as (con, banner), budget.spend(con):
         try:  # a filter naming nothing that exists is the field's fault
             check_filters(con, ask.filters)
         except AnswerError as exc:
             raise _errors([(_field_named(str(exc), ESTIMATE_FIELDS, "offer_gpu"), str(exc))]) from None
         try:
-            ranking = ask.rank(con, _now())
+            book = None if books is None else books.book(version, con)
+            ranking = ask.rank(con, _now(), book)
         except AnswerError as exc:  # nothing matches, nothing fits: the answer says why
             return {**head, "kind": "ranking", "notice": banner, "why": str(exc), "offers": []}
         offers = ask.ranked_payload(ranking)
@@ -407,16 +449,14 @@ class PageCache:
     """The rendered page per warehouse file version: rebuilt when a refresh changes the file."""
 
     def __init__(self) -> None:
-        self._key: tuple[str, int] | None = None
+        self._key: tuple[str, int, int, int] | None = None
         self._html = ""
         self._lock = threading.Lock()
 
     def page(self) -> str:
         from answers.report import ReportUnavailable, render_html, report_data
-        from warehouse.db import Settings, reader_path
 
-        path = reader_path(Settings())
-        key = (str(path), path.stat().st_mtime_ns if path.exists() else 0)
+        key = warehouse_version()
         with self._lock:
             if key == self._key:
                 return self._html
@@ -567,6 +607,7 @@ def create_app(
     by default, so a web page elsewhere cannot reach it by DNS rebinding; "*" for any)."""
     budget = Budget(budget_seconds)
     pages = PageCache()
+    books = OfferBooks()
     app = FastAPI(
         title="gpucost",
         description="Live GPU rental prices and what a fine-tuning job costs on them: the answers of "
@@ -599,12 +640,12 @@ def create_app(
         """`gpucost estimate --json` for these fields: the ranking of current offers by the whole
         bill (or, with `gpu`, the job on stated hardware), the chosen offer's memory by component,
         and why each other offer was left out."""
-        return _answer(lambda: ask_estimate(query.model_dump(), budget))  # type: ignore[attr-defined]
+        return _answer(lambda: ask_estimate(query.model_dump(), budget, books))  # type: ignore[attr-defined]
 
     @app.post("/api/estimate")
     def estimate_post(body: Annotated[EstimateRequest, Body()]) -> Response:  # type: ignore[valid-type]
         """The same as GET, the fields as a JSON object (a pasted config.json fits a body better)."""
-        return _answer(lambda: ask_estimate(body.model_dump(), budget))  # type: ignore[attr-defined]
+        return _answer(lambda: ask_estimate(body.model_dump(), budget, books))  # type: ignore[attr-defined]
 
     @app.get("/api/memory")
     def memory_get(query: Annotated[MemoryRequest, Query()]) -> Response:  # type: ignore[valid-type]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -83,9 +84,16 @@ def connect(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConn
             "another folder"
         ) from None
     # TIMESTAMPTZ would otherwise come back in the machine's zone name ('Etc/UTC'), which polars
-    # refuses to concatenate with 'UTC'.
-    con.execute("set TimeZone = 'UTC'")
+    # refuses to concatenate with 'UTC'. Set for the whole DuckDB instance: connections to one file
+    # in one process share it (two `gpucost serve` requests at once), and one that `open_reader`
+    # sandboxed has its configuration locked, the zone included, so the next connection finds it set.
+    if not _locked(con):
+        con.execute("set global TimeZone = 'UTC'")
     return con
+
+
+def _locked(con: duckdb.DuckDBPyConnection) -> bool:
+    return bool(con.execute("select current_setting('lock_configuration')").fetchall()[0][0])
 
 
 @contextmanager
@@ -276,27 +284,39 @@ def open_reader(
         raise WarehouseMissing(
             f"nothing pulled yet from GPUCOST_PULL_URL={settings.pull_url}; run `gpucost pull`"
         )
-    con = connect(path, read_only=True)
+    with _OPENING:  # connect and sandbox as one step: another thread may share the instance
+        con = _sandboxed(connect(path, read_only=True), sandbox=sandbox)
     try:
         banner = SAMPLE_BANNER if holds_sample_data(con) else None if _has_prices(con) else NO_LIVE_REFRESH
         if settings.pull_url and banner is None:
             banner = publication_line(settings.home)  # how old the publication is
-        for setting in (
-            ()
-            if not sandbox
-            else (
+    except BaseException:
+        con.close()
+        raise
+    return con, banner
+
+
+# held while a reader connects and is sandboxed (two threads of `gpucost serve` share an instance)
+_OPENING = threading.Lock()
+
+
+def _sandboxed(con: duckdb.DuckDBPyConnection, *, sandbox: bool) -> duckdb.DuckDBPyConnection:
+    """`con` with the sandbox settings of `open_reader` (none unless `sandbox`)."""
+    try:
+        # locked: another reader of this process sandboxed the instance this connection shares
+        if sandbox and not _locked(con):
+            for setting in (
                 "enable_external_access = false",
                 "autoinstall_known_extensions = false",
                 "autoload_known_extensions = false",
                 "allow_community_extensions = false",
                 "lock_configuration = true",
-            )
-        ):
-            con.execute(f"set {setting}")
+            ):
+                con.execute(f"set {setting}")
     except BaseException:
         con.close()
         raise
-    return con, banner
+    return con
 
 
 def _has_prices(con: duckdb.DuckDBPyConnection) -> bool:

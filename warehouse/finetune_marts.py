@@ -115,6 +115,7 @@ __all__ = [
     "OfferInputs",
     "Placement",
     "Plan",
+    "PricedOffers",
     "build_finetune_marts",
     "code_fingerprint",
     "cost_frame",
@@ -128,6 +129,8 @@ __all__ = [
     "place",
     "plan_job",
     "plans_frame",
+    "priced_cost_frame",
+    "priced_offers",
     "read_offers",
     "requirements_frame",
 ]
@@ -441,6 +444,8 @@ _OFFER_COLUMNS = (
     "vram_gb",
     "price_usd_per_hour",
 )
+# what names one offer (marts.gpu_offers' key)
+_OFFER_KEY = _OFFER_COLUMNS[:5]
 
 
 def _null_safe(columns: Iterable[str], left: str, right: str) -> str:
@@ -982,6 +987,66 @@ def _with_optional_columns(offers: pl.DataFrame) -> pl.DataFrame:
     return offers.with_columns(missing) if missing else offers
 
 
+@dataclass(frozen=True)
+class PricedOffers:
+    """Offers with their pricing inputs (`_INPUTS_SQL`'s rows: hardware_key, billing unit,
+    minimum, spot rate, provider facts) and the Hardware and node limit of each hardware_key.
+
+    What `cost_frame` works out of its offers before any job is placed: the same whatever the
+    job, so `gpucost serve` keeps one per warehouse version and node limit (answers.estimate).
+    """
+
+    frame: pl.DataFrame
+    machines: dict[int, tuple[Hardware, int]]
+
+    def only(self, keys: pl.DataFrame) -> PricedOffers:
+        """The offers whose key (provider, instance_type, region, zone, pricing_type) is in `keys`."""
+        on = list(_OFFER_KEY)
+        return PricedOffers(
+            self.frame.join(keys.select(on), on=on, how="semi", nulls_equal=True), self.machines
+        )
+
+
+def priced_offers(
+    con: duckdb.DuckDBPyConnection,
+    offers: pl.DataFrame,
+    *,
+    max_nodes: int | None = None,
+    max_gpus: int | None = MART_MAX_GPUS,
+) -> PricedOffers:
+    """`offers` (`read_offers` columns) with their pricing inputs; `con` only runs the SQL."""
+    with _registered(con, finetune_offers_frame=_with_optional_columns(offers)):
+        inputs = offer_inputs(con, "finetune_offers_frame", max_nodes=max_nodes, max_gpus=max_gpus)
+        with _registered(
+            con, finetune_hardware_frame=inputs.hardware, finetune_spot_rates_frame=inputs.spot_rates
+        ):
+            sql = _INPUTS_SQL.format(
+                offers="finetune_offers_frame",
+                hardware="finetune_hardware_frame",
+                spot_rates="finetune_spot_rates_frame",
+            )
+            return PricedOffers(con.sql(sql).pl(), inputs.machines)
+
+
+def priced_cost_frame(
+    con: duckdb.DuckDBPyConnection,
+    jobs: Sequence[FinetuneJob],
+    models: Mapping[str, ModelSpec],
+    priced: PricedOffers,
+    *,
+    memory: MemoryTable | None = None,
+    placer: Placer = place,
+) -> pl.DataFrame:
+    """`cost_frame` of offers already priced (`priced_offers`): jobs are planned only on the
+    hardware these offers have."""
+    present = set(priced.frame["hardware_key"].to_list())
+    machines = {key: machine for key, machine in priced.machines.items() if key in present}
+    plans = plans_frame(jobs, models, machines, memory or MemoryTable(), placer=placer)
+    with _registered(con, finetune_priced_offers_frame=priced.frame, finetune_plans_frame=plans):
+        costs_sql = _COSTS_SQL.format(offers="finetune_priced_offers_frame", plans="finetune_plans_frame")
+        return con.sql(costs_sql).pl()
+
+
 def cost_frame(
     con: duckdb.DuckDBPyConnection,
     jobs: Sequence[FinetuneJob],
@@ -999,23 +1064,8 @@ def cost_frame(
     `answers.estimate` (offers and stated hardware alike) share `offer_inputs`, `plans_frame`,
     `_INPUTS_SQL` and `_COSTS_SQL`.
     """
-    memory = memory or MemoryTable()
-    with _registered(con, finetune_offers_frame=_with_optional_columns(offers)):
-        inputs = offer_inputs(con, "finetune_offers_frame", max_nodes=max_nodes, max_gpus=max_gpus)
-        plans = plans_frame(jobs, models, inputs.machines, memory, placer=placer)
-        with _registered(
-            con,
-            finetune_hardware_frame=inputs.hardware,
-            finetune_spot_rates_frame=inputs.spot_rates,
-            finetune_plans_frame=plans,
-        ):
-            priced_offers = _INPUTS_SQL.format(
-                offers="finetune_offers_frame",
-                hardware="finetune_hardware_frame",
-                spot_rates="finetune_spot_rates_frame",
-            )
-            costs_sql = _COSTS_SQL.format(offers=f"(\n{priced_offers}\n)", plans="finetune_plans_frame")
-            return con.sql(costs_sql).pl()
+    priced = priced_offers(con, offers, max_nodes=max_nodes, max_gpus=max_gpus)
+    return priced_cost_frame(con, jobs, models, priced, memory=memory, placer=placer)
 
 
 # --- the marts ---------------------------------------------------------------------------------
