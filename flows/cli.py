@@ -57,13 +57,15 @@ class _Commands(typer.core.TyperGroup):
         super().__init__(*args, **kwargs)
         read_plainly(self)
 
-    def get_help_option(self, ctx: typer.Context) -> Any:
+    def get_help_option(
+        self, ctx: Any
+    ) -> Any:  # typer vendors click: its Context is typer._click.core.Context
         option = super().get_help_option(ctx)  # made on first use: given its plain reader then
         if option is not None:
             give_plain_reader(option)
         return option
 
-    def resolve_command(self, ctx: typer.Context, args: list[str]) -> Any:
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)
         if command is not None:
             read_help_plainly(command, name, ctx)
