@@ -219,8 +219,14 @@ def cheapest_runs(con: duckdb.DuckDBPyConnection, job_id: str, pricing: str) -> 
     """Costs of the cheapest region of each instance type, cheapest first (what the page ranks)."""
     found = query(
         con,
-        "select min(cost_usd) as cost from marts.finetune_costs where job_id = ? and pricing_type = ? "
-        "and fits and priced group by provider, instance_type order by cost limit ?",
+        "select min(cost_usd) as cost from marts.finetune_costs as costs where job_id = ? "
+        "and pricing_type = ? and fits and priced "
+        # an offer its provider marks unavailable now is left off the page (fit_offers.sql)
+        "and not exists (select 1 from marts.gpu_offers as offers where offers.available = false "
+        "and offers.provider = costs.provider and offers.instance_type = costs.instance_type "
+        "and offers.region = costs.region and offers.zone is not distinct from costs.zone "
+        "and offers.pricing_type = costs.pricing_type) "
+        "group by provider, instance_type order by cost limit ?",
         [job_id, pricing, report.TOP_OFFERS],
     )
     return [report.significant(c) for (c,) in found]

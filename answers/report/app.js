@@ -637,9 +637,9 @@
   var PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f"];
   var TOP_SERIES = PALETTE.length;
   // past the palette, a line differs from its same-coloured one by its dashes, and its legend
-  // swatch by the CSS border style nearest that pattern: 8 colours x 4 patterns tell 32 lines apart
-  var DASHES = [[], [8, 4], [2, 3], [12, 3, 2, 3]];
-  var DASH_STYLES = ["solid", "dashed", "dotted", "double"];
+  // swatch by the CSS border style nearest that pattern: 8 colours x 5 patterns tell 40 lines apart
+  var DASHES = [[], [8, 4], [2, 3], [12, 3, 2, 3], [12, 3, 2, 3, 2, 3]];
+  var DASH_STYLES = ["solid", "dashed", "dotted", "double", "groove"];
   var charts = [];
   var historySelect = document.getElementById("history-gpu");
   var historyAll = document.getElementById("history-all");
