@@ -336,12 +336,33 @@ def test_a_body_over_the_cap_is_refused_before_it_is_read(client):
 # -- read-only, no URL, bounded ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ENDPOINTS)
+# the page, its docs and schema are served too: each refuses a write like the API does
+PAGES = ("/", "/docs", "/openapi.json")
+
+
+@pytest.mark.parametrize("path", [*ENDPOINTS, *PAGES])
 def test_no_endpoint_accepts_a_write(client, path):
     for method in ("PUT", "PATCH", "DELETE"):
         assert client.request(method, path, json={}).status_code == 405
     if path not in ("/api/estimate", "/api/memory"):
         assert client.post(path, json={}).status_code == 405
+
+
+def test_the_schema_lists_only_reads_and_no_refresh(client):
+    # what the server answers is what its schema lists (and the three pages): nothing else to
+    # call, no refresh or upload endpoint; POST only where a pasted config.json needs a body
+    schema = client.get("/openapi.json").json()
+    methods = {path: set(ops) for path, ops in schema["paths"].items()}
+    assert methods == {
+        "/api/estimate": {"get", "post"},
+        "/api/memory": {"get", "post"},
+        "/api/prices": {"get"},
+        "/api/history": {"get"},
+        "/api/status": {"get"},
+    }
+    for path in ("/api/refresh", "/refresh", "/api/pull", "/api/sql", "/api/export"):
+        assert client.get(path).status_code == 404
+        assert client.post(path, json={}).status_code == 404
 
 
 # one field per endpoint that could carry a URL or a path
@@ -370,6 +391,40 @@ def test_no_endpoint_fetches_a_url_or_reads_a_path_it_is_given(client, path, fie
     assert answer.status_code == 422, answer.text
     server_port = int(str(client.base_url).rsplit(":", 1)[1].rstrip("/"))
     # the only connection made is this test's own to the server
+    assert all(isinstance(a, tuple) and a[1] == server_port for a in attempts), attempts
+
+
+# the two endpoints that take a JSON body: a URL inside it reaches no host either
+OUTBOUND_BODIES = [
+    ("/api/estimate", {"model": "https://evil.example/org/model"}, 422),
+    ("/api/memory", {"model": "http://169.254.169.254/latest"}, 422),
+    # a pasted config naming a URL as its model: the text is parsed, the URL is only a name
+    (
+        "/api/memory",
+        {"config_json": json.dumps({**TINY_CONFIG, "_name_or_path": "https://evil.example/org/model"})},
+        200,
+    ),
+    (
+        "/api/estimate",
+        {"config_json": json.dumps({**TINY_CONFIG, "_name_or_path": "http://169.254.169.254/x"})},
+        200,
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "status"), OUTBOUND_BODIES)
+def test_no_body_makes_the_server_fetch_a_url(client, path, body, status, monkeypatch):
+    attempts: list[object] = []
+    real_connect = socket.socket.connect
+
+    def recording(self: socket.socket, address: object) -> object:
+        attempts.append(address)
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", recording)
+    answer = client.post(path, json=body)
+    assert answer.status_code == status, answer.text
+    server_port = int(str(client.base_url).rsplit(":", 1)[1].rstrip("/"))
     assert all(isinstance(a, tuple) and a[1] == server_port for a in attempts), attempts
 
 
