@@ -27,10 +27,10 @@ from answers import estimate
 from answers.estimate import OfferBook, billing_rules, rank_offers
 from answers.prices import OFFER_KEY, OfferFilters, current_offers
 from finetune import FinetuneJob, Job
+from tests.replay_warehouse import replay_only_home
 from warehouse import db
 from warehouse.finetune_marts import PricedOffers, priced_offers, read_offers
 from warehouse.seed_models import load_models
-from tests.replay_warehouse import replay_only_home
 
 MODELS = load_models()
 KEY = list(OFFER_KEY)
@@ -103,9 +103,11 @@ def test_only_matches_on_the_whole_key_not_a_part_of_it(con, book):
     other = pl.DataFrame([{**{k: first[k] for k in KEY}, "pricing_type": "no-such-pricing"}], schema=schema)
     assert priced.only(other).frame.height == 0
     same = pl.DataFrame([{k: first[k] for k in KEY}], schema=schema)
-    assert priced.only(same).frame.height == priced.frame.join(
-        same, on=KEY, how="semi", nulls_equal=True
-    ).height >= 1
+    assert (
+        priced.only(same).frame.height
+        == priced.frame.join(same, on=KEY, how="semi", nulls_equal=True).height
+        >= 1
+    )
 
 
 # -- OfferBook ----------------------------------------------------------------------------------
@@ -174,7 +176,7 @@ def test_threads_asking_one_book_at_once_get_the_same_priced_offers(replay, book
                 results.append(book.priced(reader, 3))
             finally:
                 reader.close()
-        except BaseException as exc:  # noqa: BLE001 - shown by the assertion below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=ask) for _ in range(4)]
@@ -192,7 +194,9 @@ def test_threads_asking_one_book_at_once_get_the_same_priced_offers(replay, book
 
 def _ranked(con, fjob, filters, *, spot, max_nodes, book):
     now = datetime(2026, 12, 2, 12, tzinfo=UTC)  # one instant for both: price ages are equal
-    return rank_offers(con, fjob, MODELS[fjob.model_id], filters, now, spot=spot, max_nodes=max_nodes, book=book)
+    return rank_offers(
+        con, fjob, MODELS[fjob.model_id], filters, now, spot=spot, max_nodes=max_nodes, book=book
+    )
 
 
 def _filters(con: duckdb.DuckDBPyConnection, name: str) -> OfferFilters:
@@ -246,7 +250,9 @@ REFUSALS = [
 
 
 @pytest.mark.parametrize(("says", "fjob", "max_nodes", "filter_name"), REFUSALS)
-def test_what_cannot_be_ranked_is_said_through_the_book_as_without(con, book, says, fjob, max_nodes, filter_name):
+def test_what_cannot_be_ranked_is_said_through_the_book_as_without(
+    con, book, says, fjob, max_nodes, filter_name
+):
     from answers import AnswerError
 
     if filter_name == "cheap":
@@ -285,7 +291,7 @@ def _readers_at_once(settings: db.Settings) -> list[Any]:
                 answers.append((reader.execute(PRICE_SUM).fetchone(), banner))
             finally:
                 reader.close()
-        except BaseException as exc:  # noqa: BLE001 - shown by the assertion below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=read) for _ in range(READERS)]

@@ -32,7 +32,12 @@ JOB = {"model": "Llama-3.1-8B", "method": "qlora", "tokens": "50M", "show_all": 
 JOB_ARGS = ["--model", "Llama-3.1-8B", "--method", "qlora", "--tokens", "50M", "--all", "--top", "1000"]
 KEY = ("provider", "instance_type", "region", "zone", "pricing_type")
 # an offer's price in each unit marts.gpu_offers holds it (a refresh moves them together)
-PRICE_COLUMNS = ("price_usd_per_hour", "price_per_hour", "price_usd_per_gpu_hour", "price_usd_per_vram_gb_hour")
+PRICE_COLUMNS = (
+    "price_usd_per_hour",
+    "price_per_hour",
+    "price_usd_per_gpu_hour",
+    "price_usd_per_vram_gb_hour",
+)
 WHERE_KEY = " and ".join(f"{k} is not distinct from ?" for k in KEY)
 
 
@@ -65,9 +70,12 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 @pytest.fixture
 def client(home: Path, tmp_path: Path) -> Iterator[httpx.Client]:
-    with serve_env(home, hub_cache(tmp_path / "hub")), running(web.create_app()) as url:
-        with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
-            yield http
+    with (
+        serve_env(home, hub_cache(tmp_path / "hub")),
+        running(web.create_app()) as url,
+        httpx.Client(base_url=url, timeout=60, trust_env=False) as http,
+    ):
+        yield http
 
 
 def estimate(client: httpx.Client) -> list[dict[str, Any]]:
@@ -153,14 +161,14 @@ def test_a_replaced_file_of_the_same_size_and_mtime_is_read_again(client, reads,
     for copy, factor in zip(copies, (3.0, 7.0), strict=True):
         shutil.copyfile(path, copy)
         scale_price(copy, cheapest, factor)
-    os.replace(copies[0], path)
+    copies[0].replace(path)
     by_a = estimate(client)
     assert len(reads) == 2
     version_a = web.warehouse_version()
     a_stat = path.stat()
     # the second copy replaces the first (a new inode, as a refresh that renames its build into
     # place makes), stamped with the first one's mtime: only the inode tells them apart
-    os.replace(copies[1], path)
+    copies[1].replace(path)
     os.utime(path, ns=(a_stat.st_atime_ns, a_stat.st_mtime_ns))
     version_b = web.warehouse_version()
     assert version_b[0] == version_a[0] and version_b[2:] == version_a[2:], (version_a, version_b)
