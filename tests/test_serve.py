@@ -561,6 +561,21 @@ def test_serve_on_all_interfaces_says_what_it_exposes_first(monkeypatch, tmp_pat
     assert "memory and --gpu estimates work" in result.stderr
 
 
+def test_serve_binds_loopback_by_default_and_says_nothing_of_exposure(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUCOST_HOME", str(tmp_path))
+    bound: list[tuple[object, dict[str, Any]]] = []
+    monkeypatch.setattr(web, "serve", lambda sock, **options: bound.append((sock.getsockname(), options)))
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    result = runner.invoke(cli, ["serve", "--port", str(port)])  # no --host
+    assert result.exit_code == 0, result.output
+    # the socket the app would serve on is bound to the loopback address, not to every interface
+    assert bound == [(("127.0.0.1", port), {"budget_seconds": web.DEFAULT_BUDGET_SECONDS, "any_host": False})]
+    assert "no login" not in result.stderr
+
+
 def test_the_fields_carry_the_clis_flags_bounds_and_choices():
     fields = {f.name: f for f in web.ESTIMATE_FIELDS}
     assert fields["show_all"].flag == "--all" and fields["show_all"].kind == "bool"
