@@ -613,6 +613,22 @@ def test_gpu_specs_corrections_of_2026_12_are_in_the_seeds(hw: HardwareCatalog) 
     }  # fmt: skip
 
 
+def test_rtx_pro_6000_workstation_figures_are_the_whitepapers_dense_full_rate_ones(hw: HardwareCatalog) -> None:
+    pro, geforce = hw.gpus["RTX-PRO-6000"], hw.gpus["RTX5090"]
+    # dense, FP32 accumulate (NVIDIA's RTX Blackwell PRO whitepaper via cudnn-frontend PR #597)
+    assert (pro.bf16_tflops, pro.fp16_tflops, pro.fp8_tflops, pro.memory_bandwidth_gbps) == (
+        503.8, 503.8, 1007.6, 1792
+    )  # fmt: skip
+    # FP8 is twice BF16 (cudnn-frontend's 8192 vs 4096 FMA/clock/SM)
+    assert pro.fp8_tflops == 2 * pro.bf16_tflops
+    # the datasheet's 4000 AI TOPS is sparse FP4, 8 x dense BF16 rounded down to a round number
+    assert 4000 <= 8 * pro.bf16_tflops < 4100
+    # full-rate FP32 accumulate: the same GB202 with 188 SMs against the 5090's 170 at half rate
+    # is well over twice the GeForce figure, not 188/170 of it
+    assert geforce.bf16_tflops is not None and pro.bf16_tflops > 2 * geforce.bf16_tflops
+    assert pro.memory_bandwidth_gbps == geforce.memory_bandwidth_gbps  # both 512-bit GDDR7 at 28 Gbps
+
+
 # --- variants the source does not state ---------------------------------------------------------
 
 
