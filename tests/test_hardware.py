@@ -613,7 +613,9 @@ def test_gpu_specs_corrections_of_2026_12_are_in_the_seeds(hw: HardwareCatalog) 
     }  # fmt: skip
 
 
-def test_rtx_pro_6000_workstation_figures_are_the_whitepapers_dense_full_rate_ones(hw: HardwareCatalog) -> None:
+def test_rtx_pro_6000_workstation_figures_are_the_whitepapers_dense_full_rate_ones(
+    hw: HardwareCatalog,
+) -> None:
     pro, geforce = hw.gpus["RTX-PRO-6000"], hw.gpus["RTX5090"]
     # dense, FP32 accumulate (NVIDIA's RTX Blackwell PRO whitepaper via cudnn-frontend PR #597)
     assert (pro.bf16_tflops, pro.fp16_tflops, pro.fp8_tflops, pro.memory_bandwidth_gbps) == (

@@ -164,7 +164,8 @@ def test_one_run_of_2000_hours_costs_the_cap_for_each_whole_month_not_the_hourly
     assert capped < run_cost(2000.0, PRICE, "hour") == 2000 * PRICE
     assert capped == _capped(2000.0).items["compute"]  # the same number as the bill, bit for bit
     # per instance: two servers each capped
-    assert run_cost(2000.0, PRICE, "hour", nodes=2, monthly_cap=CAP) == _capped(2000.0, nodes=2).items["compute"]
+    two = run_cost(2000.0, PRICE, "hour", nodes=2, monthly_cap=CAP)
+    assert two == _capped(2000.0, nodes=2).items["compute"]
 
 
 def test_one_short_run_under_the_cap_costs_the_hourly_rate() -> None:
@@ -187,7 +188,9 @@ def test_the_cap_applies_only_to_an_hourly_rate_held_as_an_instance() -> None:
     extra=st.floats(min_value=0.0, max_value=2_000.0, allow_nan=False),
     cap=st.floats(min_value=1.0, max_value=500.0, allow_nan=False),
 )
-def test_one_run_costs_what_a_one_run_bill_bills_for_its_gpu_time(hours: float, extra: float, cap: float) -> None:
+def test_one_run_costs_what_a_one_run_bill_bills_for_its_gpu_time(
+    hours: float, extra: float, cap: float
+) -> None:
     # a single run's cost is the bill's compute plus its spot rework: the same wall hours at the
     # same capped months, so the two figures `estimate` shows can never disagree
     wall = hours + extra
