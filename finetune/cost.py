@@ -44,7 +44,9 @@ Two billing rules change how the time is billed, not what is billed:
   month-billed rental (idle 0, the gaps inside the months), and each 730-hour month of it bills
   min(price × billed hours in that month, cap): whole months at min(730 h × price, cap), the
   last part month at min(billed(rest) × price, cap) (`capped_cost`). Set-up and checkpoint time
-  stay at the hourly price, as on a month-billed rental.
+  stay at the hourly price, as on a month-billed rental. One run's cost (`run_cost` with the
+  cap; the mart's cost_usd) is capped the same way over that run's wall hours, so a run longer
+  than the hours that reach the cap never costs more than the cap for each month it spans.
 """
 
 from __future__ import annotations
@@ -97,9 +99,24 @@ def run_cost(
     granularity: Granularity = "second",
     nodes: int = 1,
     minimum_hours: float = 0.0,
+    monthly_cap: float | None = None,
 ) -> float:
-    """On-demand USD: billed hours × price per instance-hour × instances (nodes)."""
+    """On-demand USD: billed hours × price per instance-hour × instances (nodes).
+
+    With `monthly_cap` (an hourly rate capped per month: `applicable_cap`), a run is held as one
+    rental and each 730-hour month of it bills at most the cap (`capped_cost`), as the whole
+    bill's compute does, so one run never costs more than the months it spans at the cap."""
+    if monthly_cap is not None:
+        return capped_cost(hours, price_per_hour, monthly_cap, granularity, minimum_hours, nodes)
     return billed_hours(hours, granularity, minimum_hours) * price_per_hour * nodes
+
+
+def applicable_cap(
+    monthly_cap_usd: float | None, granularity: Granularity, serverless: bool = False
+) -> float | None:
+    """The monthly cap that bills an offer: none on a serverless offer (no instance is held to
+    reach it) or a month-billed rental (the month is already the price)."""
+    return None if serverless or granularity == "month" else monthly_cap_usd
 
 
 def capped_cost(
@@ -359,7 +376,7 @@ def itemized_bill(
     runs = data.runs
     missing: set[str] = set()
     gap_hours = (runs - 1) * data.idle_hours
-    cap = None if serverless or granularity == "month" else monthly_cap_usd
+    cap = applicable_cap(monthly_cap_usd, granularity, serverless)
     if cap is not None:
         # one rental over the whole experiment, each month of it at most the cap
         held_h = runs * hours + gap_hours

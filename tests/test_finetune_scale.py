@@ -21,9 +21,11 @@ from finetune import FinetuneJob, Job, ModelSpec, billed_hours, expected_spot_ho
 from finetune.cost import (
     BILL_ITEMS,
     ProviderFacts,
+    applicable_cap,
     checkpoint_interval_hours,
     itemized_bill,
     job_data,
+    run_cost,
     tokens_per_gpu_step,
 )
 from finetune.offer import intra_node_gbytes_per_s
@@ -211,8 +213,14 @@ def reference_rows(
                     row["total_usd"] = bill.total_usd
                     row["bill_unknown_items"] = ", ".join(bill.unknown_items) or None
                     row["bill_missing_facts"] = ", ".join(bill.missing_facts) or None
+            # one run's cost, capped per month where the offer's hourly rate is (finetune.cost.run_cost)
+            month_cap = applicable_cap(
+                offer.get("monthly_price_cap_usd"), granularity, bool(offer.get("serverless"))
+            )
             cost = (
-                row["billed_hours"] * offer["price_usd_per_hour"] * plan.nodes_used if row["priced"] else None
+                run_cost(hours, offer["price_usd_per_hour"], granularity, plan.nodes_used, minimum, month_cap)
+                if row["priced"]
+                else None
             )
             row["on_demand_cost_usd"] = cost if not offer["is_spot"] else None
             row["expected_spot_cost_usd"] = cost if offer["is_spot"] else None

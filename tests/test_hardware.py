@@ -613,6 +613,40 @@ def test_gpu_specs_corrections_of_2026_12_are_in_the_seeds(hw: HardwareCatalog) 
     }  # fmt: skip
 
 
+def test_rtx_pro_6000_workstation_figures_are_the_whitepapers_dense_full_rate_ones(
+    hw: HardwareCatalog,
+) -> None:
+    pro, geforce = hw.gpus["RTX-PRO-6000"], hw.gpus["RTX5090"]
+    # dense, FP32 accumulate (NVIDIA's RTX Blackwell PRO whitepaper via cudnn-frontend PR #597)
+    assert (pro.bf16_tflops, pro.fp16_tflops, pro.fp8_tflops, pro.memory_bandwidth_gbps) == (
+        503.8, 503.8, 1007.6, 1792
+    )  # fmt: skip
+    # FP8 is twice BF16 (cudnn-frontend's 8192 vs 4096 FMA/clock/SM)
+    assert pro.fp8_tflops == 2 * pro.bf16_tflops
+    # the datasheet's 4000 AI TOPS is sparse FP4, 8 x dense BF16 rounded down to a round number
+    assert 4000 <= 8 * pro.bf16_tflops < 4100
+    # full-rate FP32 accumulate: the same GB202 with 188 SMs against the 5090's 170 at half rate
+    # is well over twice the GeForce figure, not 188/170 of it
+    assert geforce.bf16_tflops is not None and pro.bf16_tflops > 2 * geforce.bf16_tflops
+    assert pro.memory_bandwidth_gbps == geforce.memory_bandwidth_gbps  # both 512-bit GDDR7 at 28 Gbps
+
+
+def test_rtx_pro_6000_max_q_is_derived_from_its_ai_tops_by_the_workstation_editions_ratio(
+    hw: HardwareCatalog,
+) -> None:
+    maxq, pro = hw.gpus["RTX-PRO-6000-MaxQ"], hw.gpus["RTX-PRO-6000"]
+    assert maxq.bf16_tflops is not None and pro.bf16_tflops is not None
+    # its datasheet's 3511 AI TOPS (sparse FP4) / 8, the sparse-FP4 : dense-BF16 ratio of the
+    # Workstation Edition's two NVIDIA figures (4000 and 503.8), the same die and tensor cores
+    assert maxq.bf16_tflops == maxq.fp16_tflops == round(3511 / 8, 1)
+    assert maxq.fp8_tflops == 2 * maxq.bf16_tflops
+    # cross-check: 4 x its datasheet's 110 FP32 TFLOPS, the Workstation Edition's tensor:FP32 ratio
+    assert abs(maxq.bf16_tflops - 4 * 110) / (4 * 110) < 0.01
+    # the 300 W card is slower than the 600 W one, on the same memory
+    assert maxq.bf16_tflops < pro.bf16_tflops
+    assert maxq.memory_bandwidth_gbps == pro.memory_bandwidth_gbps == 1792
+
+
 # --- variants the source does not state ---------------------------------------------------------
 
 

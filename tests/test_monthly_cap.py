@@ -22,7 +22,15 @@ from typer.testing import CliRunner
 
 import warehouse.finetune_marts as ft
 from finetune import FinetuneJob, Job, billed_hours
-from finetune.cost import HOURS_PER_MONTH, JobData, capped_cost, held_for_experiment, itemized_bill
+from finetune.cost import (
+    HOURS_PER_MONTH,
+    JobData,
+    applicable_cap,
+    capped_cost,
+    held_for_experiment,
+    itemized_bill,
+    run_cost,
+)
 from finetune.job import Experiment
 from flows.cli import app
 from tests.factories import make_offer
@@ -145,6 +153,53 @@ def test_a_capped_bill_never_exceeds_the_hourly_one_or_the_cap_per_month(
     assert capped_cost(hours + more, PRICE, cap, "hour") >= got - 1e-9
 
 
+# --- one run's cost (cost_usd) is capped as the bill's compute is ---------------------------------
+
+
+def test_one_run_of_2000_hours_costs_the_cap_for_each_whole_month_not_the_hourly_rate() -> None:
+    # the single-run cost (the mart's cost_usd) used to be billed hours × price whatever the cap:
+    # 2000 × 0.3402 = 680.40, where the bill's compute is two capped months and 540 h
+    capped = run_cost(2000.0, PRICE, "hour", monthly_cap=CAP)
+    assert capped == pytest.approx(2 * CAP + 540 * PRICE)
+    assert capped < run_cost(2000.0, PRICE, "hour") == 2000 * PRICE
+    assert capped == _capped(2000.0).items["compute"]  # the same number as the bill, bit for bit
+    # per instance: two servers each capped
+    two = run_cost(2000.0, PRICE, "hour", nodes=2, monthly_cap=CAP)
+    assert two == _capped(2000.0, nodes=2).items["compute"]
+
+
+def test_one_short_run_under_the_cap_costs_the_hourly_rate() -> None:
+    assert run_cost(100.0, PRICE, "hour", monthly_cap=CAP) == run_cost(100.0, PRICE, "hour") == 100 * PRICE
+    # a run that reaches the cap inside its only month costs the cap, not 700 h × price
+    assert run_cost(700.0, PRICE, "hour", monthly_cap=CAP) == CAP
+
+
+def test_the_cap_applies_only_to_an_hourly_rate_held_as_an_instance() -> None:
+    assert applicable_cap(CAP, "hour") == CAP
+    assert applicable_cap(CAP, "second") == CAP
+    assert applicable_cap(CAP, "month") is None  # the month is already the price
+    assert applicable_cap(CAP, "second", serverless=True) is None  # nothing held to reach a cap
+    assert applicable_cap(None, "hour") is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hours=st.floats(min_value=0.0, max_value=5_000.0, allow_nan=False),
+    extra=st.floats(min_value=0.0, max_value=2_000.0, allow_nan=False),
+    cap=st.floats(min_value=1.0, max_value=500.0, allow_nan=False),
+)
+def test_one_run_costs_what_a_one_run_bill_bills_for_its_gpu_time(
+    hours: float, extra: float, cap: float
+) -> None:
+    # a single run's cost is the bill's compute plus its spot rework: the same wall hours at the
+    # same capped months, so the two figures `estimate` shows can never disagree
+    wall = hours + extra
+    bill = _capped(hours, wall=wall, monthly_cap_usd=cap)
+    one = run_cost(wall, PRICE, "hour", monthly_cap=cap)
+    assert one == pytest.approx(bill.items["compute"] + bill.items["spot_rework"], rel=1e-12, abs=1e-9)
+    assert one <= math.ceil(wall / HOURS_PER_MONTH + 1e-12) * cap * (1 + 1e-12) + 1e-12
+
+
 # --- the mart: its SQL equals the bill -------------------------------------------------------------
 
 
@@ -196,6 +251,22 @@ def test_cost_frame_equals_the_capped_bill() -> None:
     assert by[("shape", "tight")]["idle_usd"] == by[("shape", "loose")]["idle_usd"] == 0
     assert by[("one", "loose")]["compute_usd"] == by[("one", "uncapped")]["compute_usd"]
     assert by[("one", "spot")]["spot_rework_usd"] == 0  # the wall time bills no more once capped
+    # one run's cost is capped as its bill is: both runs fit in a month, so a run on the tight
+    # offer costs the lesser of its hours at the rate and the month's cap, on the loose one the
+    # hourly rate, as uncapped ("one" is past the cap, a run of "shape" under it)
+    for job_id in ("one", "shape"):
+        tight, plain = by[(job_id, "tight")], by[(job_id, "uncapped")]
+        assert tight["cost_usd"] == tight["on_demand_cost_usd"]
+        assert tight["cost_usd"] == min(plain["cost_usd"], 2.0 * tight["nodes_used"])
+        assert tight["usd_per_million_tokens"] == tight["cost_usd"] / tight["train_tokens"] * 1e6
+        assert by[(job_id, "loose")]["cost_usd"] == plain["cost_usd"]
+        # a cap stated where it cannot apply changes nothing
+        assert by[(job_id, "fn")]["cost_usd"] is not None
+    assert by[("one", "tight")]["cost_usd"] == by[("one", "tight")]["compute_usd"] == 2.0
+    assert by[("one", "tight")]["cost_usd"] < by[("one", "uncapped")]["cost_usd"]
+    spot = by[("one", "spot")]
+    assert spot["expected_spot_cost_usd"] == spot["cost_usd"] == 2.0 * spot["nodes_used"]
+    assert spot["on_demand_cost_usd"] is None
 
 
 # --- the warehouse and `estimate` ------------------------------------------------------------------
@@ -257,6 +328,8 @@ def test_estimate_bills_a_2000_hour_run_at_the_cap(home: Path) -> None:
     assert row["compute_usd"] == pytest.approx(2 * cap + rest * price)
     assert row["compute_usd"] < billed_hours(hours, "hour") * price  # what the hourly rate alone bills
     assert row["fees_usd"] == pytest.approx(209.0 * EUR_USD)
+    # the run's own cost is the capped compute too, not 2,000-odd hours at the hourly rate
+    assert row["cost_usd"] == pytest.approx(row["compute_usd"])
     assert row["billing_rule"] == "€0.34/h, at most €212.30/month + €209.00 set-up, billed per hour"
     bill = runner.invoke(app, [*LONG, "--bill"])
     assert bill.exit_code == 0, bill.output

@@ -629,8 +629,9 @@ _COLUMNS: tuple[Column, ...] = (
         "on_demand_cost_usd",
         "DOUBLE",
         "USD",
-        "Cost of the run on this on-demand offer: billed_hours × price_usd_per_hour × nodes_used; "
-        "null on spot.",
+        "Cost of the run on this on-demand offer: billed_hours × price_usd_per_hour × nodes_used, "
+        "each 730-hour month of the run at most monthly_price_cap_usd × nodes_used where the "
+        "hourly rate is capped; null on spot.",
     ),
     _c(
         "expected_spot_cost_usd",

@@ -847,6 +847,13 @@ billing as (
 quantities as (
     select
         *,
+        -- one run's cost (finetune.cost.run_cost): its billed wall hours at the price, or on a
+        -- capped hourly rate each month of the run at most the cap
+        case
+            when is_priced and monthly_cap_usd is not null
+                then {_capped_cost_sql("coalesce(spot_hours, estimated_hours)")}
+            when is_priced then billed * price_usd_per_hour * nodes_used
+        end as run_usd,
         case
             when volume_usd_per_gb_month is not null or storage_persists_on_stop then true
             else storage_persists_on_stop
@@ -942,13 +949,10 @@ final as (
             when never_finishes then format('{_NEVER_FINISHES.replace("{", "{{").replace("}", "}}")}',
                 job_interruptions_per_hour, interval_hours)
         end as unpriced_reason,
-        case when is_priced and not is_spot then billed * price_usd_per_hour * nodes_used end
-            as on_demand_cost_usd,
-        case when is_priced and is_spot then billed * price_usd_per_hour * nodes_used end
-            as expected_spot_cost_usd,
-        case when is_priced then billed * price_usd_per_hour * nodes_used end as cost_usd,
-        case when is_priced then billed * price_usd_per_hour * nodes_used / train_tokens * 1e6 end
-            as usd_per_million_tokens,
+        case when not is_spot then run_usd end as on_demand_cost_usd,
+        case when is_spot then run_usd end as expected_spot_cost_usd,
+        run_usd as cost_usd,
+        run_usd / train_tokens * 1e6 as usd_per_million_tokens,
         interval_hours as checkpoint_interval_hours,
         dataset_gb,
         model_download_gb,
