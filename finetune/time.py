@@ -42,6 +42,9 @@ so the launch floor only shows when the GPU work is shorter):
   optimizer update, memory bound over parameter, gradient and state bytes, one pass per kernel
   (foreach AdamW runs eight, fused one); over PCIe for the part that is offloaded or, for paged
   optimizers, paged out because it does not fit;
+* FSDP CPU offload (ZeRO-3 with `offload`): each GPU's parameter shards are copied up from the
+  host before forward and before backward, over its PCIe link, on FSDP's pre-unshard stream
+  that the all-gathers wait for: priced with the communication (hidden when it overlaps);
 * FSDP1 units mixing LoRA adapters with frozen weights (`Job.lora_in_fsdp_units`): the whole
   unit's flat gradient is reduce-scattered, frozen part included;
 * ZeRO-3/FSDP: the first unit's all-gather and the last unit's reduce-scatter of every step have
@@ -711,11 +714,7 @@ def step_time(
     optimizer_s = (
         _optimizer_step_seconds(model, opt_job, gpu, opt_gpus, gpus_per_node) / job.grad_accumulation
     )
-    if job.offload and job.sharding == "zero3":
-        # FSDP CPU offload keeps the parameter shards on the host: copied up for forward and for
-        # backward every micro-step
-        weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
-        optimizer_s += 2.0 * weights / n_gpus / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
+    offload_copy_s = _offload_param_copy_seconds(model, job, gpu, n_gpus)
 
     comm_bytes = _comm_bytes_per_micro_step(model, job, shard_group)
     network_s = 0.0
@@ -734,6 +733,9 @@ def step_time(
         comm_s = comm_bytes / link
         if job.sharding in ("zero3", "hybrid") and overlapped:
             exposed_comm_s = _exposed_unit_bytes(model, job, shard_group) / link
+    # the offloaded shards' host-to-GPU copies run on FSDP's pre-unshard stream, which each unit's
+    # all-gather waits for: they queue with the communication, not with the compute
+    comm_s += offload_copy_s
     return StepTime(
         matmul_s,
         attention_s,
@@ -747,6 +749,20 @@ def step_time(
         exposed_comm_s=exposed_comm_s,
         network_s=network_s,
     )
+
+
+def _offload_param_copy_seconds(model: ModelSpec, job: Job, gpu: Accelerator, n_gpus: int) -> float:
+    """FSDP CPU offload (ZeRO-3 with `offload`): seconds per micro-step to copy this GPU's parameter
+    shards from the host, once before forward and once before backward, over its PCIe x16 link.
+
+    FSDP1 issues each copy in `FlatParamHandle.pre_unshard` on its pre-unshard stream and the
+    unit's all-gather waits for it (torch/distributed/fsdp/_runtime_utils.py, `_unshard`): the
+    copies run beside the compute stream, in line with the collectives.
+    """
+    if not (job.offload and job.sharding == "zero3"):
+        return 0.0
+    weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
+    return 2.0 * weights / n_gpus / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
 
 
 def _exposed_unit_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
