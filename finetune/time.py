@@ -170,8 +170,12 @@ AUTOCAST_OPS_PER_LINEAR = 2
 COMM_EFFICIENCY = 0.75
 # PCIe x16, per direction, GB/s, by generation (PCI-SIG: 8/16/32/64 GT/s per lane, 128b/130b).
 PCIE_X16_GBYTES_PER_S: dict[int, float] = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}
-# Without P2P, NCCL's SHM transport copies GPU → host buffer → GPU: every byte crosses PCIe twice.
-HOST_STAGED_TRAVERSALS = 2
+# Without P2P, NCCL's SHM transport copies GPU → host buffer → GPU: every byte crosses PCIe twice,
+# but on two links: up the sender's, down the receiver's. PCIe links are dual simplex (one lane
+# pair per direction, PCI-SIG base spec), so in a ring, where every GPU sends and receives at
+# once, each GPU's link carries one traversal per direction: the per-direction x16 rate, as P2P
+# through the root complex. Host memory, which sees each byte written and read, is the extra cost.
+HOST_STAGED_TRAVERSALS_PER_DIRECTION = 1
 # Host memory bandwidth one node's CPU optimizer (ZeRO-Offload / FSDP CPU offload) streams at:
 # one socket of 8 DDR4-3200 channels = 8 × 25.6 GB/s = 204.8 GB/s (JEDEC DDR4-3200, 8 B per
 # transfer; AMD EPYC Rome/Milan as in DGX A100), shared by the node's GPUs' optimizer shards.
@@ -844,8 +848,9 @@ def link_bytes_per_s(
 
     Across nodes the per-node network is shared by the node's GPUs. Inside a node, GPUs with P2P
     use `intra_node_gbits_per_s` (NVLink, or PCIe P2P); GPUs without P2P (GeForce) stage through host
-    memory: the PCIe x16 rate of their generation / HOST_STAGED_TRAVERSALS, capped by the node's
-    host memory bandwidth shared by its GPUs' staging, not overlapped.
+    memory: the per-direction PCIe x16 rate of their generation (the sender's write and the
+    receiver's read cross different links), capped by the node's host memory bandwidth shared by
+    its GPUs' staging, not overlapped.
     """
     nodes = math.ceil(n_gpus / gpus_per_node)
     if nodes > 1:
@@ -855,7 +860,7 @@ def link_bytes_per_s(
     if not gpu.p2p:
         # every staged byte is written to and read from host memory once, by all of the node's
         # GPUs at the same time: their host-memory traffic shares HOST_MEMORY_GBYTES_PER_S
-        staged = _pcie_bytes_per_s(gpu) / HOST_STAGED_TRAVERSALS
+        staged = _pcie_bytes_per_s(gpu) / HOST_STAGED_TRAVERSALS_PER_DIRECTION
         host_share = HOST_MEMORY_GBYTES_PER_S * 1e9 / (2 * min(n_gpus, gpus_per_node))
         return min(staged, host_share), False
     if intra_node_gbits_per_s is None or intra_node_gbits_per_s <= 0:

@@ -1,6 +1,7 @@
-"""FSDP CPU offload: the parameter shards' host-to-GPU copies run on FSDP's pre-unshard stream
-(FSDP1 `_unshard`; FSDP2 copies in its all-gather copy-in stream), so they queue with the
-collectives, beside the compute, not on the compute stream."""
+"""Transfers over each GPU's PCIe link. FSDP CPU offload: the parameter shards' host-to-GPU
+copies run on FSDP's pre-unshard stream (FSDP1 `_unshard`; FSDP2 copies in its all-gather
+copy-in stream), so they queue with the collectives, beside the compute. Host staging (no P2P):
+the sender's and the receiver's PCIe crossings are on different links, concurrent in a ring."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from dataclasses import replace
 import pytest
 
 from finetune import Accelerator, Job
-from finetune.time import COMM_EFFICIENCY, PCIE_X16_GBYTES_PER_S, step_time
+from finetune.time import (
+    COMM_EFFICIENCY,
+    HOST_MEMORY_GBYTES_PER_S,
+    PCIE_X16_GBYTES_PER_S,
+    link_bytes_per_s,
+    step_time,
+)
 from warehouse.seed_models import load_models
 
 LLAMA_8B = load_models()["meta-llama/Llama-3.1-8B"]
@@ -63,3 +70,27 @@ def test_no_copy_when_only_the_optimizer_is_offloaded() -> None:
     off = step_time(LLAMA_8B, replace(zero2, offload=True), A100, 8, NVLINK, True)
     assert off.comm_s == plain.comm_s
     assert step_time(LLAMA_8B, replace(FULL, sharding="none"), A100, 1, None, True).comm_s == 0.0
+
+
+# --- host staging (no P2P): the two PCIe crossings run on different links ---------------------
+
+
+def test_host_staged_ring_runs_at_the_per_direction_pcie_rate() -> None:
+    # scale: each GPU's link carries its sends upward and its receives downward at once (PCIe is
+    # dual simplex), so a staged ring is not slower than one direction of x16 on PCIe, as P2P is
+    staged, overlapped = link_bytes_per_s(RTX4090, 2, 2, None, None)
+    assert staged == pytest.approx(PCIE_X16_GBYTES_PER_S[4] * 1e9)
+    assert not overlapped
+    # PCIe 5 doubles it while host memory (204.8 GB/s / 2 per GPU / 2 GPUs) still allows it
+    gen5, _ = link_bytes_per_s(replace(RTX4090, pcie_gen=5), 2, 2, None, None)
+    assert gen5 == pytest.approx(min(64e9, HOST_MEMORY_GBYTES_PER_S * 1e9 / 4))
+
+
+def test_host_staging_is_still_slower_than_p2p_it_cannot_overlap() -> None:
+    # direction: the same bytes, added to compute instead of hidden behind it
+    job = Job(method="lora", sharding="zero3", seq_len=2048, micro_batch=1)
+    link = PCIE_X16_GBYTES_PER_S[4] * 1e9
+    staged = step_time(LLAMA_8B, job, RTX4090, 2, link, False)
+    direct = step_time(LLAMA_8B, job, replace(RTX4090, p2p=True), 2, link, True)
+    assert staged.comm_s == pytest.approx(direct.comm_s)
+    assert staged.total_s > direct.total_s
