@@ -42,6 +42,9 @@ so the launch floor only shows when the GPU work is shorter):
   optimizer update, memory bound over parameter, gradient and state bytes, one pass per kernel
   (foreach AdamW runs eight, fused one); over PCIe for the part that is offloaded or, for paged
   optimizers, paged out because it does not fit;
+* FSDP CPU offload (ZeRO-3 with `offload`): each GPU's parameter shards are copied up from the
+  host before forward and before backward, over its PCIe link, on FSDP's pre-unshard stream
+  that the all-gathers wait for: priced with the communication (hidden when it overlaps);
 * FSDP1 units mixing LoRA adapters with frozen weights (`Job.lora_in_fsdp_units`): the whole
   unit's flat gradient is reduce-scattered, frozen part included;
 * ZeRO-3/FSDP: the first unit's all-gather and the last unit's reduce-scatter of every step have
@@ -167,8 +170,12 @@ AUTOCAST_OPS_PER_LINEAR = 2
 COMM_EFFICIENCY = 0.75
 # PCIe x16, per direction, GB/s, by generation (PCI-SIG: 8/16/32/64 GT/s per lane, 128b/130b).
 PCIE_X16_GBYTES_PER_S: dict[int, float] = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}
-# Without P2P, NCCL's SHM transport copies GPU → host buffer → GPU: every byte crosses PCIe twice.
-HOST_STAGED_TRAVERSALS = 2
+# Without P2P, NCCL's SHM transport copies GPU → host buffer → GPU: every byte crosses PCIe twice,
+# but on two links: up the sender's, down the receiver's. PCIe links are dual simplex (one lane
+# pair per direction, PCI-SIG base spec), so in a ring, where every GPU sends and receives at
+# once, each GPU's link carries one traversal per direction: the per-direction x16 rate, as P2P
+# through the root complex. Host memory, which sees each byte written and read, is the extra cost.
+HOST_STAGED_TRAVERSALS_PER_DIRECTION = 1
 # Host memory bandwidth one node's CPU optimizer (ZeRO-Offload / FSDP CPU offload) streams at:
 # one socket of 8 DDR4-3200 channels = 8 × 25.6 GB/s = 204.8 GB/s (JEDEC DDR4-3200, 8 B per
 # transfer; AMD EPYC Rome/Milan as in DGX A100), shared by the node's GPUs' optimizer shards.
@@ -711,11 +718,7 @@ def step_time(
     optimizer_s = (
         _optimizer_step_seconds(model, opt_job, gpu, opt_gpus, gpus_per_node) / job.grad_accumulation
     )
-    if job.offload and job.sharding == "zero3":
-        # FSDP CPU offload keeps the parameter shards on the host: copied up for forward and for
-        # backward every micro-step
-        weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
-        optimizer_s += 2.0 * weights / n_gpus / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
+    offload_copy_s = _offload_param_copy_seconds(model, job, gpu, n_gpus)
 
     comm_bytes = _comm_bytes_per_micro_step(model, job, shard_group)
     network_s = 0.0
@@ -734,6 +737,9 @@ def step_time(
         comm_s = comm_bytes / link
         if job.sharding in ("zero3", "hybrid") and overlapped:
             exposed_comm_s = _exposed_unit_bytes(model, job, shard_group) / link
+    # the offloaded shards' host-to-GPU copies run on FSDP's pre-unshard stream, which each unit's
+    # all-gather waits for: they queue with the communication, not with the compute
+    comm_s += offload_copy_s
     return StepTime(
         matmul_s,
         attention_s,
@@ -747,6 +753,20 @@ def step_time(
         exposed_comm_s=exposed_comm_s,
         network_s=network_s,
     )
+
+
+def _offload_param_copy_seconds(model: ModelSpec, job: Job, gpu: Accelerator, n_gpus: int) -> float:
+    """FSDP CPU offload (ZeRO-3 with `offload`): seconds per micro-step to copy this GPU's parameter
+    shards from the host, once before forward and once before backward, over its PCIe x16 link.
+
+    FSDP1 issues each copy in `FlatParamHandle.pre_unshard` on its pre-unshard stream and the
+    unit's all-gather waits for it (torch/distributed/fsdp/_runtime_utils.py, `_unshard`): the
+    copies run beside the compute stream, in line with the collectives.
+    """
+    if not (job.offload and job.sharding == "zero3"):
+        return 0.0
+    weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
+    return 2.0 * weights / n_gpus / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
 
 
 def _exposed_unit_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
@@ -828,8 +848,9 @@ def link_bytes_per_s(
 
     Across nodes the per-node network is shared by the node's GPUs. Inside a node, GPUs with P2P
     use `intra_node_gbits_per_s` (NVLink, or PCIe P2P); GPUs without P2P (GeForce) stage through host
-    memory: the PCIe x16 rate of their generation / HOST_STAGED_TRAVERSALS, capped by the node's
-    host memory bandwidth shared by its GPUs' staging, not overlapped.
+    memory: the per-direction PCIe x16 rate of their generation (the sender's write and the
+    receiver's read cross different links), capped by the node's host memory bandwidth shared by
+    its GPUs' staging, not overlapped.
     """
     nodes = math.ceil(n_gpus / gpus_per_node)
     if nodes > 1:
@@ -839,7 +860,7 @@ def link_bytes_per_s(
     if not gpu.p2p:
         # every staged byte is written to and read from host memory once, by all of the node's
         # GPUs at the same time: their host-memory traffic shares HOST_MEMORY_GBYTES_PER_S
-        staged = _pcie_bytes_per_s(gpu) / HOST_STAGED_TRAVERSALS
+        staged = _pcie_bytes_per_s(gpu) / HOST_STAGED_TRAVERSALS_PER_DIRECTION
         host_share = HOST_MEMORY_GBYTES_PER_S * 1e9 / (2 * min(n_gpus, gpus_per_node))
         return min(staged, host_share), False
     if intra_node_gbits_per_s is None or intra_node_gbits_per_s <= 0:

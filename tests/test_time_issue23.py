@@ -128,7 +128,9 @@ def test_host_staged_fsdp_is_slower_than_p2p_pcie_at_micro_batch_1() -> None:
 def test_host_staging_shares_the_host_memory_bandwidth_between_the_node_gpus() -> None:
     two, _ = link_bytes_per_s(RTX4090, 2, 2, None, None)
     eight, overlapped = link_bytes_per_s(RTX4090, 8, 8, None, None)
-    assert two == pytest.approx(32e9 / 2)  # PCIe 4.0 x16, crossed twice
+    # PCIe 4.0 x16 per direction: the two crossings are up the sender's link and down the
+    # receiver's, concurrent in a ring (host memory, 204.8 / 4 GB/s, is not the limit at two)
+    assert two == pytest.approx(32e9)
     # eight GPUs each write and read every staged byte in host memory: 204.8 GB/s / 16
     assert eight == pytest.approx(HOST_MEMORY_GBYTES_PER_S * 1e9 / 16)
     assert not overlapped
