@@ -377,8 +377,10 @@ OUTBOUND = [
 ]
 
 
-@pytest.mark.parametrize(("path", "fields"), OUTBOUND)
-def test_no_endpoint_fetches_a_url_or_reads_a_path_it_is_given(client, path, fields, monkeypatch):
+@pytest.fixture
+def connections(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every address a socket of this process connects to while the test runs (the server runs
+    in this process's threads, so an outbound fetch of its would be recorded too)."""
     attempts: list[object] = []
     real_connect = socket.socket.connect
 
@@ -387,11 +389,20 @@ def test_no_endpoint_fetches_a_url_or_reads_a_path_it_is_given(client, path, fie
         return real_connect(self, address)
 
     monkeypatch.setattr(socket.socket, "connect", recording)
+    return attempts
+
+
+def only_to_the_server(client: httpx.Client, attempts: list[object]) -> bool:
+    """The only connections made are the test's own to the server."""
+    server_port = int(str(client.base_url).rsplit(":", 1)[1].rstrip("/"))
+    return all(isinstance(a, tuple) and a[1] == server_port for a in attempts)
+
+
+@pytest.mark.parametrize(("path", "fields"), OUTBOUND)
+def test_no_endpoint_fetches_a_url_or_reads_a_path_it_is_given(client, path, fields, connections):
     answer = client.get(path, params=fields)
     assert answer.status_code == 422, answer.text
-    server_port = int(str(client.base_url).rsplit(":", 1)[1].rstrip("/"))
-    # the only connection made is this test's own to the server
-    assert all(isinstance(a, tuple) and a[1] == server_port for a in attempts), attempts
+    assert only_to_the_server(client, connections), connections
 
 
 # the two endpoints that take a JSON body: a URL inside it reaches no host either
@@ -413,19 +424,10 @@ OUTBOUND_BODIES = [
 
 
 @pytest.mark.parametrize(("path", "body", "status"), OUTBOUND_BODIES)
-def test_no_body_makes_the_server_fetch_a_url(client, path, body, status, monkeypatch):
-    attempts: list[object] = []
-    real_connect = socket.socket.connect
-
-    def recording(self: socket.socket, address: object) -> object:
-        attempts.append(address)
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", recording)
+def test_no_body_makes_the_server_fetch_a_url(client, path, body, status, connections):
     answer = client.post(path, json=body)
     assert answer.status_code == status, answer.text
-    server_port = int(str(client.base_url).rsplit(":", 1)[1].rstrip("/"))
-    assert all(isinstance(a, tuple) and a[1] == server_port for a in attempts), attempts
+    assert only_to_the_server(client, connections), connections
 
 
 def test_hosts_other_than_loopback_names_are_refused(client):
