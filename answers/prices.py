@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from answers import AnswerError
 from answers.rows import Rows
-from warehouse.db import PACKAGE_DIR
+from warehouse.db import PACKAGE_DIR, query_frame
 from warehouse.hardware import HardwareCatalog
 
 if TYPE_CHECKING:
@@ -282,7 +282,7 @@ def _current_offers_sql(
 def current_offers(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime) -> pl.DataFrame:
     """Every current offer passing `filters`, with `price_age_hours` (now − last_seen_at)."""
     sql, params = _current_offers_sql(con, filters, now)
-    return con.sql(sql, params=params).pl()
+    return query_frame(con, sql, params)
 
 
 # Of equal $/GPU-hour the cheaper instance wins (fewer GPUs to rent), then the offer key; the

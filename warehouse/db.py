@@ -20,10 +20,12 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -31,6 +33,9 @@ from warehouse.errors import WarehouseError
 
 # the settings live apart, without DuckDB, so that the CLI checks them cheaply; named here too
 from warehouse.settings import REPLAY_MARKER, Settings
+
+if TYPE_CHECKING:  # polars is imported when a frame is asked for: `gpucost sql` and `prices` never load it
+    import polars as pl
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 MIGRATIONS_DIR = PACKAGE_DIR / "migrations"
@@ -90,6 +95,33 @@ def connect(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     if not _locked(con):
         con.execute("set global TimeZone = 'UTC'")
     return con
+
+
+# `query_frame` asks for Arrow from a DB-API result on purpose: the one copy it makes costs far
+# less than the second bind of `con.sql(...)` it saves (query_frame's docstring)
+warnings.filterwarnings(
+    "ignore", message="Arrow output on a DB-API result makes an extra copy of the rows", category=UserWarning
+)
+
+
+def query_frame(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None = None
+) -> pl.DataFrame:
+    """The rows of one query as a polars frame, the query bound once.
+
+    `con.sql(sql).pl()` binds a query twice in DuckDB 2's Python client: once to describe the
+    relation `sql` returns, again when `pl` runs it. For a small query that is nothing; for the
+    bill's (`warehouse.finetune_marts._COSTS_SQL`, a dozen stages over ~100 columns) binding is
+    most of its time, so each question paid for it twice. This runs it once and reads the result
+    as Arrow (one copy of the rows, milliseconds at 10k rows). The same rows and types.
+    """
+    import polars as pl
+
+    if params is None:
+        con.execute(sql)
+    else:
+        con.execute(sql, list(params))
+    return pl.from_arrow(con.to_arrow_table(), rechunk=False)  # type: ignore[return-value]
 
 
 def _locked(con: duckdb.DuckDBPyConnection) -> bool:
@@ -287,13 +319,70 @@ def open_reader(
     with _OPENING:  # connect and sandbox as one step: another thread may share the instance
         con = _sandboxed(connect(path, read_only=True), sandbox=sandbox)
     try:
-        banner = SAMPLE_BANNER if holds_sample_data(con) else None if _has_prices(con) else NO_LIVE_REFRESH
-        if settings.pull_url and banner is None:
-            banner = publication_line(settings.home)  # how old the publication is
+        banner = reader_banner(data_banner(con), settings)
     except BaseException:
         con.close()
         raise
     return con, banner
+
+
+def data_banner(con: duckdb.DuckDBPyConnection) -> str | None:
+    """What the warehouse `con` holds, as the read commands say it: sample data
+    (`SAMPLE_BANNER`), no prices at all (`NO_LIVE_REFRESH`), or None for live prices. It is a
+    fact of the file, so a reader that keeps a copy of the file keeps it (`gpucost serve`)."""
+    return SAMPLE_BANNER if holds_sample_data(con) else None if _has_prices(con) else NO_LIVE_REFRESH
+
+
+def reader_banner(data: str | None, settings: Settings | None = None) -> str | None:
+    """The banner of a warehouse whose `data_banner` is `data`: that, or for live prices read
+    from a pulled publication how old the publication is now (it ages while a reader runs)."""
+    settings = settings or Settings()
+    if settings.pull_url and data is None:
+        return publication_line(settings.home)
+    return data
+
+
+def snapshot(con: duckdb.DuckDBPyConnection, relations: Sequence[str]) -> duckdb.DuckDBPyConnection:
+    """A new in-memory database holding a copy of each of `relations` ("schema.name") of the
+    warehouse `con` reads, under the same names, with the same column types.
+
+    For a long-lived reader (`gpucost serve`): it answers from the copy, so no question holds the
+    file's lock (a refresh in another process can always write) or pays for opening the file,
+    and reads the file again only when it changes. Relations that do not exist are left out.
+    """
+    copy = connect(":memory:")
+    try:
+        for relation in relations:
+            schema, name = relation.split(".")
+            if not _relation_exists(con, schema, name):
+                continue
+            columns = con.execute(
+                "select column_name, data_type from information_schema.columns "
+                "where table_schema = ? and table_name = ? order by ordinal_position",
+                [schema, name],
+            ).fetchall()
+            rows = con.sql(f"select * from {schema}.{name}").to_arrow_table()
+            copy.execute(f"create schema if not exists {schema}")
+            # declared, not inferred from Arrow: a JSON column would come back as VARCHAR
+            declared = ", ".join(f'"{column}" {data_type}' for column, data_type in columns)
+            copy.execute(f"create table {schema}.{name} ({declared})")
+            copy.register("snapshot_rows", rows)
+            try:
+                copy.execute(f"insert into {schema}.{name} select * from snapshot_rows")
+            finally:
+                copy.unregister("snapshot_rows")
+    except BaseException:
+        copy.close()
+        raise
+    return copy
+
+
+def _relation_exists(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
+    found = con.execute(
+        "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
+        [schema, name],
+    ).fetchall()
+    return bool(found[0][0])
 
 
 # held while a reader connects and is sandboxed (two threads of `gpucost serve` share an instance)
