@@ -31,6 +31,8 @@ from __future__ import annotations
 import difflib
 import math
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -49,7 +51,7 @@ from finetune.memory import MemoryBreakdown
 from finetune.offer import Interconnect, stated_links, tensor_rate
 from finetune.placement import MemoryTable, place_at
 from finetune.time import model_flops_per_token
-from warehouse.db import connect
+from warehouse.db import connect, snapshot
 from warehouse.finetune_marts import (
     FACT_SCHEMA,
     OFFER_SCHEMA,
@@ -189,26 +191,49 @@ class OfferRanking:
 
 class OfferBook:
     """What ranking any job reads of one warehouse: its offers (`read_offers`), each current
-    offer's billing rule (answers.billing), and the offers priced per node limit
-    (`finetune_marts.priced_offers`). None of it depends on the job or the filters, so
-    `gpucost serve` keeps one per warehouse version (flows/web.py) and a request only places the
-    job and runs the bill; `gpucost estimate` builds one per command. Thread-safe."""
+    offer's billing rule (answers.billing), the offers priced per node limit
+    (`finetune_marts.priced_offers`), and a copy of the relations a question still reads
+    (`SNAPSHOT`: the filters' names and the current offers) in an in-memory database of its own.
+    None of it depends on the job or the filters, so `gpucost serve` keeps one per warehouse
+    version (flows/web.py) and a question opens no file: it places the job and runs the bill on
+    a connection of the copy (`reader`). `gpucost estimate` needs no book. Thread-safe."""
 
     # node limits whose priced offers are kept (max_nodes is 1 … 8 in practice; each is ~1 MB)
     KEEP_LIMITS = 8
+    # what a question reads of the warehouse once the book is read: check_filters' GPU and
+    # provider names, and current_offers' marts.gpu_offers
+    SNAPSHOT = ("marts.gpu_offers", "core.gpus", "core.providers")
 
-    def __init__(self, offers: pl.DataFrame, rules: pl.DataFrame) -> None:
+    def __init__(
+        self, offers: pl.DataFrame, rules: pl.DataFrame, copy: duckdb.DuckDBPyConnection | None = None
+    ) -> None:
         self.offers = offers
         self.rules = rules
+        self._copy = copy
         self._priced: dict[int, PricedOffers] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def read(cls, con: duckdb.DuckDBPyConnection) -> OfferBook:
-        """The book of the warehouse `con` reads."""
+        """The book of the warehouse `con` reads (WarehouseError before its first refresh)."""
         offers = read_offers(con)
+        copy = snapshot(con, cls.SNAPSHOT)
         everything = OfferFilters(include_unavailable=True, include_stale=True)
-        return cls(offers, billing_rules(current_offers(con, everything, datetime.now(UTC))))
+        return cls(offers, billing_rules(current_offers(copy, everything, datetime.now(UTC))), copy)
+
+    @contextmanager
+    def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection of the book's copy for one question: `rank_offers` and `check_filters`
+        read it as they read the warehouse. Each question its own (DuckDB connections are not
+        shared between threads); closed after it."""
+        if self._copy is None:
+            raise ValueError("this book keeps no copy of its warehouse (OfferBook.read makes one)")
+        with self._lock:
+            con = self._copy.cursor()
+        try:
+            yield con
+        finally:
+            con.close()
 
     def priced(self, con: duckdb.DuckDBPyConnection, max_nodes: int) -> PricedOffers:
         """Every offer priced under `max_nodes` (`con` only runs the SQL)."""

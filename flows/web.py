@@ -19,10 +19,12 @@ the commands' own signatures (flows/options_schema.py), so the form and the API 
 option the CLI does and cannot drift from it.
 
 Read-only by construction: every endpoint is GET (estimate and memory also take their fields as
-a JSON body by POST, for a pasted config.json); the warehouse is opened per request by
+a JSON body by POST, for a pasted config.json); the warehouse is opened by
 `warehouse.db.open_reader` (read-only, sandboxed: no files, network or extensions; with the
 replay fallback and sample-data banner of the read commands) and closed after, so a refresh can
-take its write lock between requests. No endpoint takes a URL or a path: a model is a seeded
+take its write lock. Prices, memory, history and status open it per request; an estimate opens it
+only when the file changed since the last one (OfferBooks: its book holds an in-memory copy of
+what an estimate reads, so between refreshes no estimate opens or locks the file). No endpoint takes a URL or a path: a model is a seeded
 name, a Hugging Face id (looked up in the local Hub cache, then the Hub unless HF_HUB_OFFLINE) or
 a pasted config.json parsed with limits (flows/hf_configs.parse_config). Bodies are capped
 (MAX_BODY_BYTES); an estimate gets at most `budget_seconds` of database work (DuckDB is
@@ -202,6 +204,20 @@ def _reader() -> Iterator[tuple[duckdb.DuckDBPyConnection, str | None]]:
         con.close()
 
 
+@contextmanager
+def _question_reader(
+    book: "OfferBook | None", banner: str | None
+) -> Iterator[tuple[duckdb.DuckDBPyConnection, str | None]]:
+    """What one estimate reads, and its banner: the book's copy of the warehouse (the banner
+    the book was read with), or without a book the warehouse itself (`_reader`)."""
+    if book is None:
+        with _reader() as found:
+            yield found
+    else:
+        with book.reader() as con:
+            yield con, banner
+
+
 def warehouse_version() -> tuple[str, int, int, int]:
     """The reader warehouse's file as a version: path, inode, mtime (ns) and size (zeros while it
     is missing). A refresh in another process rewrites or replaces the file, which changes it."""
@@ -216,26 +232,47 @@ def warehouse_version() -> tuple[str, int, int, int]:
 
 
 class OfferBooks:
-    """The reader warehouse's `answers.estimate.OfferBook` (its offers, billing rules and priced
-    offers: what every estimate reads whatever the job), read again when the file's version
+    """The reader warehouse's `answers.estimate.OfferBook` (its offers, billing rules, priced
+    offers and a copy of what a question reads: everything an estimate reads whatever the job),
+    with what the file holds (`warehouse.db.data_banner`), read again when the file's version
     changes. The version is taken before the warehouse is opened, so a book is never older than
-    the version it is kept under (a change in between only reads it once more)."""
+    the version it is kept under (a change in between only reads it once more). Between changes
+    no question opens the file: none pays for opening it, and none holds its lock when a refresh
+    in another process wants to write."""
 
     def __init__(self) -> None:
         self._version: tuple[str, int, int, int] | None = None
-        self._book: OfferBook | None = None
+        self._kept: tuple[OfferBook, str | None] | None = None
         self._lock = threading.Lock()
 
-    def book(self, version: tuple[str, int, int, int], con: duckdb.DuckDBPyConnection) -> "OfferBook":
-        from answers.estimate import OfferBook
+    def current(self, budget: Budget) -> tuple["OfferBook", str | None]:
+        """The book of the warehouse as it is now, and its banner (`open_reader`'s): read when
+        the file changed, within `budget`. Refused (503) while the file cannot be opened;
+        WarehouseError before its first refresh (no marts.gpu_offers)."""
+        from warehouse.db import reader_banner
 
+        book, data = self.kept(warehouse_version(), lambda: self._read(budget))
+        return book, reader_banner(data)
+
+    def kept(
+        self, version: tuple[str, int, int, int], read: Callable[[], tuple["OfferBook", str | None]]
+    ) -> tuple["OfferBook", str | None]:
+        """The book and data banner kept for `version`, or `read()` when another one is kept."""
         with self._lock:
-            if version == self._version and self._book is not None:
-                return self._book
-        book = OfferBook.read(con)
+            if version == self._version and self._kept is not None:
+                return self._kept
+        kept = read()
         with self._lock:
-            self._version, self._book = version, book
-        return book
+            self._version, self._kept = version, kept
+        return kept
+
+    @staticmethod
+    def _read(budget: Budget) -> tuple["OfferBook", str | None]:
+        from answers.estimate import OfferBook
+        from warehouse.db import data_banner
+
+        with _reader() as (con, _), budget.spend(con):
+            return OfferBook.read(con), data_banner(con)
 
 
 def _split(values: dict[str, Any]) -> tuple[JobOptions, dict[str, Any]]:
@@ -303,14 +340,18 @@ def ask_estimate(values: dict[str, Any], budget: Budget, books: OfferBooks | Non
         return {**head, "kind": "stated", "notice": None, "stated": cli_finetune.stated_payload(
             answer, ask.fjob, ask.shape
         )}  # fmt: skip
-    version = warehouse_version()
-    with _reader() as (con, banner), budget.spend(con):
+    book, banner = None, None
+    if books is not None:
+        try:
+            book, banner = books.current(budget)
+        except WarehouseError:  # no marts.gpu_offers yet: the warehouse itself says why, below
+            book = None
+    with _question_reader(book, banner) as (con, banner), budget.spend(con):
         try:  # a filter naming nothing that exists is the field's fault
             check_filters(con, ask.filters)
         except AnswerError as exc:
             raise _errors([(_field_named(str(exc), ESTIMATE_FIELDS, "offer_gpu"), str(exc))]) from None
         try:
-            book = None if books is None else books.book(version, con)
             ranking = ask.rank(con, _now(), book)
         except AnswerError as exc:  # nothing matches, nothing fits: the answer says why
             return {**head, "kind": "ranking", "notice": banner, "why": str(exc), "offers": []}

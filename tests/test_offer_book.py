@@ -227,11 +227,17 @@ def test_a_ranking_through_the_book_equals_the_commands_without_one(
     filters = _filters(con, filter_name)
     without = _ranked(con, fjob, filters, spot=spot, max_nodes=max_nodes, book=None)
     through = _ranked(con, fjob, filters, spot=spot, max_nodes=max_nodes, book=book)
+    # as the server asks: on a connection of the book's copy, the warehouse file not open
+    with book.reader() as copy:
+        served = _ranked(copy, fjob, filters, spot=spot, max_nodes=max_nodes, book=book)
     assert without.rows.height > 0
-    for part in ("rows", "marked", "details"):
-        assert_frame_equal(_sorted(getattr(through, part)), _sorted(getattr(without, part)), check_exact=True)
-    assert_frame_equal(_sorted(through.excluded()), _sorted(without.excluded()))
-    assert_frame_equal(through.shown(10, False), without.shown(10, False))
+    for ranking in (through, served):
+        for part in ("rows", "marked", "details"):
+            assert_frame_equal(
+                _sorted(getattr(ranking, part)), _sorted(getattr(without, part)), check_exact=True
+            )
+        assert_frame_equal(_sorted(ranking.excluded()), _sorted(without.excluded()))
+        assert_frame_equal(ranking.shown(10, False), without.shown(10, False))
     if spot:
         assert through.rows["is_spot"].any()
     else:
@@ -264,7 +270,66 @@ def test_what_cannot_be_ranked_is_said_through_the_book_as_without(
         with pytest.raises(AnswerError) as refused:
             _ranked(con, fjob, filters, spot=True, max_nodes=max_nodes, book=with_book)
         messages.append(str(refused.value))
-    assert messages[0] == messages[1] and says in messages[0]
+    with book.reader() as copy, pytest.raises(AnswerError) as refused:
+        _ranked(copy, fjob, filters, spot=True, max_nodes=max_nodes, book=book)
+    messages.append(str(refused.value))
+    assert messages[0] == messages[1] == messages[2] and says in messages[0]
+
+
+def test_threads_ranking_on_the_books_copy_at_once_get_the_commands_answer(con, book):
+    """`gpucost serve` answers two estimates at once, each on a connection of the book's copy:
+    each gets the ranking the command computes alone."""
+    filters = _filters(con, "gpu")
+    without = _ranked(con, LORA_8B, filters, spot=True, max_nodes=1, book=None)
+    results: list[Any] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def ask() -> None:
+        try:
+            with book.reader() as copy:
+                start.wait(30)
+                results.append(_ranked(copy, LORA_8B, filters, spot=True, max_nodes=1, book=book))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == [] and len(results) == 4
+    for ranking in results:
+        assert_frame_equal(_sorted(ranking.marked), _sorted(without.marked), check_exact=True)
+
+
+def test_a_book_made_without_a_copy_says_so_when_asked_for_one():
+    bare = OfferBook(pl.DataFrame(), pl.DataFrame())
+    with pytest.raises(ValueError, match="no copy"), bare.reader():
+        pass
+
+
+def test_the_books_copy_is_the_warehouse_as_it_was_when_read(replay, tmp_path):
+    """The copy is the book's own: a change to the file after the read is not in it (the server
+    reads a new book when the file's version changes, tests/test_serve_cache.py)."""
+    path = tmp_path / "warehouse.duckdb"
+    path.write_bytes(replay.read_bytes())
+    reader = db.connect(path, read_only=True)
+    try:
+        kept = OfferBook.read(reader)
+    finally:
+        reader.close()
+    with kept.reader() as copy:
+        kept_sum = copy.execute(PRICE_SUM).fetchall()
+    writer = db.connect(path)
+    try:
+        before = writer.execute(PRICE_SUM).fetchall()
+        writer.execute("update marts.gpu_offers set price_usd_per_hour = price_usd_per_hour * 2")
+        assert writer.execute(PRICE_SUM).fetchall() != before
+    finally:
+        writer.close()
+    with kept.reader() as copy:
+        assert copy.execute(PRICE_SUM).fetchall() == kept_sum == before
 
 
 # -- warehouse.db: readers at once, a writer between --------------------------------------------

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -118,6 +120,60 @@ def test_an_unchanged_warehouse_reuses_its_book_whatever_the_job(client, reads):
     assert len(reads) == 1
 
 
+def test_a_kept_book_answers_without_opening_the_warehouse(client, reads, monkeypatch):
+    """Between changes of the file, a question reads the book's copy, never the file: opening it
+    cost ~30 ms a question, and held its lock against a refresh."""
+    estimate(client)
+    opened: list[object] = []
+    original = db.open_reader
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        opened.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(db, "open_reader", counted)
+    estimate(client)
+    other = client.get("/api/estimate", params={"model": "Qwen2.5-7B", "method": "lora", "offer_gpu": "H100"})
+    assert other.status_code == 200, other.text
+    assert opened == [] and len(reads) == 1
+
+
+def test_questions_are_answered_while_a_refresh_holds_the_file(client, reads, home):
+    """A refresh holds the warehouse read-write for minutes before it writes: DuckDB lets no
+    other process open the file then. The kept book still answers, as it was, until the file
+    changes (the refresh's writes), and equals the CLI's answer of the same file."""
+    before = estimate(client)
+    path = warehouse(home)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_WRITE_LOCK, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        with pytest.raises(db.WarehouseBusy):  # nobody else can open it now
+            db.connect(path, read_only=True).close()
+        during = estimate(client)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert len(reads) == 1
+    same_rows([dict(row) for row in during], before)  # the same answer, but for the prices' age
+    same_rows(during, cli_json("estimate", *JOB_ARGS))
+
+
+# a process holding the warehouse read-write (as `gpucost refresh` does) until its stdin closes
+HOLD_WRITE_LOCK = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1])
+print("holding", flush=True)
+sys.stdin.read()
+con.close()
+"""
+
+
 def test_a_price_change_is_in_the_next_answer(client, reads, home):
     before = estimate(client)
     cheapest = before[0]
@@ -187,16 +243,20 @@ VERSION = ("/home/warehouse.duckdb", 11, 1_700_000_000_000_000_000, 4096)
 
 
 @pytest.mark.parametrize("part", [0, 1, 2, 3])
-def test_any_part_of_the_version_changing_reads_the_book_again(reads, monkeypatch, part):
+def test_any_part_of_the_version_changing_reads_the_book_again(part):
     books = web.OfferBooks()
-    monkeypatch.setattr(OfferBook, "read", staticmethod(lambda con: reads.append(con) or object()))
-    first = books.book(VERSION, "con-1")  # type: ignore[arg-type]
-    assert books.book(VERSION, "con-2") is first  # type: ignore[arg-type]
-    assert reads == ["con-1"]
+    reads: list[str] = []
+
+    def read(label: str):  # what OfferBooks._read returns: a book and the file's data banner
+        return lambda: reads.append(label) or (object(), f"banner of {label}")
+
+    first = books.kept(VERSION, read("con-1"))  # type: ignore[arg-type]
+    assert books.kept(VERSION, read("con-2")) is first  # type: ignore[arg-type]
+    assert reads == ["con-1"] and first[1] == "banner of con-1"
     changed = list(VERSION)
     changed[part] = "/other/warehouse.duckdb" if part == 0 else VERSION[part] + 1  # type: ignore[operator]
-    second = books.book(tuple(changed), "con-3")  # type: ignore[arg-type]
+    second = books.kept(tuple(changed), read("con-3"))  # type: ignore[arg-type]
     assert second is not first and reads == ["con-1", "con-3"]
-    # the newer version is the one kept: asked again with it, no read
-    assert books.book(tuple(changed), "con-4") is second  # type: ignore[arg-type]
-    assert reads == ["con-1", "con-3"]
+    # the newer version is the one kept, with its own banner: asked again with it, no read
+    assert books.kept(tuple(changed), read("con-4")) is second  # type: ignore[arg-type]
+    assert reads == ["con-1", "con-3"] and second[1] == "banner of con-3"
