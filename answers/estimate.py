@@ -43,7 +43,15 @@ import polars as pl
 
 from answers import AnswerError
 from answers.billing import billing_rule
-from answers.prices import OFFER_KEY, OfferFilters, check_filters, current_offers, frontier
+from answers.prices import (
+    OFFER_KEY,
+    OfferFilters,
+    apply_filters,
+    check_filters,
+    current_offers,
+    frontier,
+    with_price_age,
+)
 from finetune import FinetuneJob, ModelSpec, Sharding, memory_per_gpu, trainable_params
 from finetune.cost import BILL_TOTAL_COLUMNS
 from finetune.job import Job
@@ -205,11 +213,17 @@ class OfferBook:
     SNAPSHOT = ("marts.gpu_offers", "core.gpus", "core.providers")
 
     def __init__(
-        self, offers: pl.DataFrame, rules: pl.DataFrame, copy: duckdb.DuckDBPyConnection | None = None
+        self,
+        offers: pl.DataFrame,
+        rules: pl.DataFrame,
+        copy: duckdb.DuckDBPyConnection | None = None,
+        current: pl.DataFrame | None = None,
     ) -> None:
         self.offers = offers
         self.rules = rules
         self._copy = copy
+        # every current offer (answers.prices.current_offers, no filter) without its age
+        self.current = current
         self._priced: dict[int, PricedOffers] = {}
         self._lock = threading.Lock()
 
@@ -219,7 +233,15 @@ class OfferBook:
         offers = read_offers(con)
         copy = snapshot(con, cls.SNAPSHOT)
         everything = OfferFilters(include_unavailable=True, include_stale=True)
-        return cls(offers, billing_rules(current_offers(copy, everything, datetime.now(UTC))), copy)
+        current = current_offers(copy, everything, datetime.now(UTC)).drop("price_age_hours")
+        return cls(offers, billing_rules(current), copy, current)
+
+    def current_offers(self, filters: OfferFilters, now: datetime) -> pl.DataFrame:
+        """`answers.prices.current_offers` of the book's warehouse: its rows, columns and order,
+        filtered by the same rules (`filter_terms`, rendered in polars) and aged at `now`."""
+        if self.current is None:
+            raise ValueError("this book keeps no current offers (OfferBook.read keeps them)")
+        return with_price_age(apply_filters(self.current, filters), now)
 
     @contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -275,7 +297,7 @@ def rank_offers(
     `book`: what a server keeps of this warehouse whatever the job (`gpucost serve`). Without one
     (one command, one job) only the offers passing `filters` are read, worded and priced."""
     check_filters(con, filters)
-    current = current_offers(con, filters, now)
+    current = current_offers(con, filters, now) if book is None else book.current_offers(filters, now)
     rules = billing_rules(current) if book is None else book.rules
     current = current.join(rules, on=list(OFFER_KEY), how="left", nulls_equal=True)
     details = current.select([*OFFER_KEY, *DETAIL_COLUMNS])

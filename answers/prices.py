@@ -274,9 +274,25 @@ def _current_offers_sql(
         return [v for (v,) in con.execute(f"select distinct {column} from ({offers})").fetchall()]
 
     where, params = sql_where(filter_terms(filters, distinct, has_stale=True))
-    # whole seconds, as the age has always been counted (polars' total_seconds truncates)
-    age = "trunc((epoch_us(?::timestamptz) - epoch_us(last_seen_at)) / 1e6) / 3600"
-    return f"select *, {age} as price_age_hours from ({offers}) where {where}", [now, *params]
+    return f"select *, {_PRICE_AGE_SQL} as price_age_hours from ({offers}) where {where}", [now, *params]
+
+
+# A price's age in hours, now − last_seen_at in whole seconds (as the age has always been
+# counted: polars' total_seconds truncated), written once for SQL and once for polars
+# (`with_price_age`); tests/test_answers_prices.py holds the two equal.
+_PRICE_AGE_SQL = "trunc((epoch_us(?::timestamptz) - epoch_us(last_seen_at)) / 1e6) / 3600"
+
+
+def with_price_age(offers: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """`offers` (current_offers without its age) with `price_age_hours` at `now`, as
+    `current_offers` computes it in SQL: the same float operations in the same order."""
+    import polars as pl
+
+    seconds = (
+        pl.lit(now, dtype=pl.Datetime("us", "UTC")) - pl.col("last_seen_at")
+    ).dt.total_microseconds() / 1e6
+    whole = pl.when(seconds >= 0).then(seconds.floor()).otherwise(seconds.ceil())  # trunc
+    return offers.with_columns((whole / 3600).alias("price_age_hours"))
 
 
 def current_offers(con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime) -> pl.DataFrame:

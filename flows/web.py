@@ -22,13 +22,14 @@ Read-only by construction: every endpoint is GET (estimate and memory also take 
 a JSON body by POST, for a pasted config.json); the warehouse is opened by
 `warehouse.db.open_reader` (read-only, sandboxed: no files, network or extensions; with the
 replay fallback and sample-data banner of the read commands) and closed after, so a refresh can
-take its write lock. Prices, memory, history and status open it per request; an estimate opens it
-only when the file changed since the last one (OfferBooks: its book holds an in-memory copy of
-what an estimate reads, so between refreshes no estimate opens or locks the file). No endpoint takes a URL or a path: a model is a seeded
-name, a Hugging Face id (looked up in the local Hub cache, then the Hub unless HF_HUB_OFFLINE) or
-a pasted config.json parsed with limits (flows/hf_configs.parse_config). Bodies are capped
-(MAX_BODY_BYTES); an estimate gets at most `budget_seconds` of database work (DuckDB is
-interrupted past it) and at most CONCURRENT_ASKS run at once.
+take its write lock. Prices, memory, history and status open it per request; an estimate opens
+it only when the file changed since the last one (OfferBooks: its book holds an in-memory copy of
+what an estimate reads, so between refreshes no estimate opens or locks the file). No endpoint
+takes a URL or a path: a model is a seeded name, a Hugging Face id (looked up in the local Hub
+cache, then the Hub unless HF_HUB_OFFLINE) or a pasted config.json parsed with limits
+(flows/hf_configs.parse_config). Bodies are capped (MAX_BODY_BYTES); an estimate gets at most
+`budget_seconds` of database work (DuckDB is interrupted past it) and at most CONCURRENT_ASKS run
+at once.
 """
 
 # no `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time,

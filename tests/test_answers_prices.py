@@ -315,6 +315,33 @@ def test_the_sql_and_polars_renderings_of_a_filter_keep_the_same_offers(
     assert sorted(in_sql.select(key).rows(), key=repr) == sorted(in_polars.select(key).rows(), key=repr)
 
 
+@given(
+    seen=st.datetimes(min_value=datetime(2020, 1, 1), max_value=datetime(2030, 1, 1), timezones=st.just(UTC)),
+    now=st.datetimes(min_value=datetime(2020, 1, 1), max_value=datetime(2030, 1, 1), timezones=st.just(UTC)),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_price_age_is_the_same_in_sql_and_in_polars(seen: datetime, now: datetime) -> None:
+    """The age is written twice (current_offers' SQL, with_price_age's polars): bit for bit the
+    same, in whole seconds truncated toward zero, whichever side of `now` the price was seen
+    (a clock a little behind the loader's makes it negative)."""
+    con = duckdb.connect()
+    try:
+        con.execute("set TimeZone = 'UTC'")
+        sql = f"select {answers._PRICE_AGE_SQL} from (select ?::timestamptz as last_seen_at)"
+        (in_sql,) = con.execute(sql, [now, seen]).fetchall()[0]
+    finally:
+        con.close()
+    frame = pl.DataFrame({"last_seen_at": [seen]}, schema={"last_seen_at": pl.Datetime("us", "UTC")})
+    in_polars = answers.with_price_age(frame, now)["price_age_hours"][0]
+    assert in_polars == in_sql
+    assert in_sql == int((now - seen).total_seconds()) / 3600
+
+
+def test_a_price_never_seen_has_no_age() -> None:
+    frame = pl.DataFrame({"last_seen_at": [None]}, schema={"last_seen_at": pl.Datetime("us", "UTC")})
+    assert answers.with_price_age(frame, T0)["price_age_hours"].to_list() == [None]
+
+
 def test_a_filter_value_is_a_parameter_never_sql_text(con: duckdb.DuckDBPyConnection) -> None:
     # a provider or region that reads like SQL is only a name that matches nothing
     assert _offers(con, providers=("aws') or true --",)).is_empty()

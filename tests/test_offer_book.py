@@ -10,6 +10,7 @@ sandboxed under one lock: two requests at once shared a DuckDB instance, and the
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import threading
@@ -303,10 +304,24 @@ def test_threads_ranking_on_the_books_copy_at_once_get_the_commands_answer(con, 
         assert_frame_equal(_sorted(ranking.marked), _sorted(without.marked), check_exact=True)
 
 
+@pytest.mark.parametrize("filter_name", ["none", "provider", "gpu", "provider+gpu+vram"])
+@pytest.mark.parametrize("spot", [None, True, False])
+def test_the_books_current_offers_are_the_warehouses(con, book, filter_name, spot):
+    """What a question reads of the book (filtered in polars, aged at its own instant) is what
+    `current_offers` reads of the file (filtered and aged in SQL): rows, order, columns, types."""
+    filters = dataclasses.replace(_filters(con, filter_name), spot=spot)
+    now = datetime(2026, 12, 2, 12, tzinfo=UTC)
+    from_file = current_offers(con, filters, now)
+    assert from_file.height > 0
+    assert_frame_equal(book.current_offers(filters, now), from_file, check_exact=True)
+
+
 def test_a_book_made_without_a_copy_says_so_when_asked_for_one():
     bare = OfferBook(pl.DataFrame(), pl.DataFrame())
     with pytest.raises(ValueError, match="no copy"), bare.reader():
         pass
+    with pytest.raises(ValueError, match="no current offers"):
+        bare.current_offers(OfferFilters(), datetime.now(UTC))
 
 
 def test_the_books_copy_is_the_warehouse_as_it_was_when_read(replay, tmp_path):
