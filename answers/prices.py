@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from answers import AnswerError
 from answers.rows import Rows
-from warehouse.db import PACKAGE_DIR, query_frame
+from warehouse.db import PACKAGE_DIR, query_frame, relation_exists
 from warehouse.hardware import HardwareCatalog
 
 if TYPE_CHECKING:
@@ -242,7 +242,7 @@ def check_filters(con: duckdb.DuckDBPyConnection, filters: OfferFilters) -> None
             )
     if filters.providers:
         known = {p for (p,) in con.execute("select provider from core.providers").fetchall()}
-        if _has_relation(con, "marts", "gpu_offers"):
+        if relation_exists(con, "marts", "gpu_offers"):
             known |= {p for (p,) in con.execute("select distinct provider from marts.gpu_offers").fetchall()}
         unknown = sorted(p for p in filters.providers if p.lower() not in {k.lower() for k in known})
         if unknown:
@@ -254,19 +254,11 @@ def check_filters(con: duckdb.DuckDBPyConnection, filters: OfferFilters) -> None
 # --- current offers ----------------------------------------------------------------------------
 
 
-def _has_relation(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
-    found = con.execute(
-        "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
-        [schema, name],
-    ).fetchall()
-    return bool(found[0][0])
-
-
 def _current_offers_sql(
     con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime
 ) -> tuple[str, list[Any]]:
     """The query of every current offer passing `filters`, with `price_age_hours`."""
-    if not _has_relation(con, "marts", "gpu_offers"):
+    if not relation_exists(con, "marts", "gpu_offers"):
         raise AnswerError("no marts.gpu_offers yet; run `gpucost refresh` first")
     offers = (QUERIES_DIR / "current_offers.sql").read_text()
 
@@ -471,7 +463,7 @@ def price_intervals(
 
     from warehouse.marts import resolve_descriptions  # polars: history needs it, `prices` does not
 
-    if not _has_relation(con, "core", "offer_prices"):
+    if not relation_exists(con, "core", "offer_prices"):
         raise AnswerError("no price history yet; run `gpucost refresh` first")
     check_filters(con, filters)
     frame = con.sql(_INTERVALS_SQL, params=[now, since]).pl()

@@ -49,7 +49,14 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from answers.billing import billing_rule
 from answers.status import freshness
-from warehouse.db import NO_LIVE_REFRESH, SAMPLE_BANNER, Settings, holds_sample_data, reader_path
+from warehouse.db import (
+    NO_LIVE_REFRESH,
+    SAMPLE_BANNER,
+    Settings,
+    holds_sample_data,
+    reader_path,
+    relation_exists,
+)
 from warehouse.hardware import HardwareCatalog
 from warehouse.marts import resolve_hardware
 
@@ -209,12 +216,7 @@ def provider_url(source: str | None) -> str | None:
 
 def _exists(con: duckdb.DuckDBPyConnection, relation: str) -> bool:
     schema, name = relation.split(".")
-    return bool(
-        con.execute(
-            "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
-            [schema, name],
-        ).fetchall()[0][0]
-    )
+    return relation_exists(con, schema, name)
 
 
 class ReportUnavailable(Exception):

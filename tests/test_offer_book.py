@@ -14,7 +14,7 @@ import dataclasses
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -164,28 +164,38 @@ def test_the_book_keeps_at_most_keep_limits_node_limits_dropping_the_oldest(con,
     assert calls == [*limits, 1]
 
 
-def test_threads_asking_one_book_at_once_get_the_same_priced_offers(replay, book):
-    results: list[PricedOffers] = []
+def _at_once(count: int, work: Callable[[threading.Barrier], Any]) -> list[Any]:
+    """What `count` threads return from `work`, each handed one barrier to wait at, so that
+    they do the part after it at the same instant; every thread's exception fails the test."""
+    results: list[Any] = []
     errors: list[BaseException] = []
-    start = threading.Barrier(4)
+    start = threading.Barrier(count)
 
-    def ask() -> None:
+    def run() -> None:
         try:
-            start.wait(30)  # the four open the warehouse at the same instant
-            reader, _ = db.open_reader(db.Settings(home=replay.parent.parent))
-            try:
-                results.append(book.priced(reader, 3))
-            finally:
-                reader.close()
+            results.append(work(start))
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=ask) for _ in range(4)]
+    threads = [threading.Thread(target=run) for _ in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(120)
-    assert errors == [] and len(results) == 4
+    assert errors == [] and len(results) == count
+    return results
+
+
+def test_threads_asking_one_book_at_once_get_the_same_priced_offers(replay, book):
+    def ask(start: threading.Barrier) -> PricedOffers:
+        start.wait(30)  # the four open the warehouse at the same instant
+        reader, _ = db.open_reader(db.Settings(home=replay.parent.parent))
+        try:
+            return book.priced(reader, 3)
+        finally:
+            reader.close()
+
+    results = _at_once(4, ask)
     for other in results[1:]:
         assert_frame_equal(_sorted(other.frame), _sorted(results[0].frame))
 
@@ -282,25 +292,13 @@ def test_threads_ranking_on_the_books_copy_at_once_get_the_commands_answer(con, 
     each gets the ranking the command computes alone."""
     filters = _filters(con, "gpu")
     without = _ranked(con, LORA_8B, filters, spot=True, max_nodes=1, book=None)
-    results: list[Any] = []
-    errors: list[BaseException] = []
-    start = threading.Barrier(4)
 
-    def ask() -> None:
-        try:
-            with book.reader() as copy:
-                start.wait(30)
-                results.append(_ranked(copy, LORA_8B, filters, spot=True, max_nodes=1, book=book))
-        except BaseException as exc:
-            errors.append(exc)
+    def ask(start: threading.Barrier) -> Any:
+        with book.reader() as copy:
+            start.wait(30)
+            return _ranked(copy, LORA_8B, filters, spot=True, max_nodes=1, book=book)
 
-    threads = [threading.Thread(target=ask) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert errors == [] and len(results) == 4
-    for ranking in results:
+    for ranking in _at_once(4, ask):
         assert_frame_equal(_sorted(ranking.marked), _sorted(without.marked), check_exact=True)
 
 

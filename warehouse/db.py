@@ -354,7 +354,7 @@ def snapshot(con: duckdb.DuckDBPyConnection, relations: Sequence[str]) -> duckdb
     try:
         for relation in relations:
             schema, name = relation.split(".")
-            if not _relation_exists(con, schema, name):
+            if not relation_exists(con, schema, name):
                 continue
             columns = con.execute(
                 "select column_name, data_type from information_schema.columns "
@@ -377,7 +377,8 @@ def snapshot(con: duckdb.DuckDBPyConnection, relations: Sequence[str]) -> duckdb
     return copy
 
 
-def _relation_exists(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
+def relation_exists(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
+    """Whether `schema.name` is a table or view of the database `con` reads."""
     found = con.execute(
         "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
         [schema, name],

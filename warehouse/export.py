@@ -43,7 +43,7 @@ from typing import Any, Literal
 import duckdb
 
 from finetune.cost import BILL_INPUT_COLUMNS, BILL_TOTAL_COLUMNS
-from warehouse.db import SAMPLE_BANNER, holds_sample_data
+from warehouse.db import SAMPLE_BANNER, holds_sample_data, relation_exists
 from warehouse.dictionary import column
 
 SAMPLE_MARKER = "SAMPLE_DATA.txt"
@@ -446,12 +446,7 @@ class Publication:
 
 def _exists(con: duckdb.DuckDBPyConnection, relation: str) -> bool:
     schema, name = relation.split(".")
-    return bool(
-        con.execute(
-            "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
-            [schema, name],
-        ).fetchall()[0][0]
-    )
+    return relation_exists(con, schema, name)
 
 
 def latest_run_id(con: duckdb.DuckDBPyConnection) -> str | None:

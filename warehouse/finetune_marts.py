@@ -96,7 +96,7 @@ from finetune.placement import (
     place,
     plan_job,
 )
-from warehouse.db import WarehouseError, query_frame
+from warehouse.db import WarehouseError, query_frame, relation_exists
 from warehouse.seed_models import load_finetune_jobs, load_models
 
 __all__ = [
@@ -320,20 +320,11 @@ _NO_FACTS_SQL = "select null::varchar as provider, " + ", ".join(
 )
 
 
-def _table_exists(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
-    return bool(
-        con.execute(
-            "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
-            [schema, name],
-        ).fetchall()[0][0]
-    )
-
-
 def provider_facts_sql(con: duckdb.DuckDBPyConnection) -> str:
     """A select of one row per provider with its bill facts (FACT_SCHEMA); no rows without the seed."""
-    if not _table_exists(con, "core", "provider_storage"):
+    if not relation_exists(con, "core", "provider_storage"):
         return _NO_FACTS_SQL + " where false"
-    rates = _LATEST_RATES_SQL if _table_exists(con, "core", "fx_rates") else ""
+    rates = _LATEST_RATES_SQL if relation_exists(con, "core", "fx_rates") else ""
     return _PROVIDER_FACTS_SQL.format(other_rates=rates)
 
 
@@ -383,11 +374,7 @@ OFFER_SCHEMA: dict[str, Any] = {
 
 def read_offers(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Current offers from marts.gpu_offers with what placing and pricing a job needs."""
-    found = con.execute(
-        "select count(*) from information_schema.tables "
-        "where table_schema = 'marts' and table_name = 'gpu_offers'"
-    ).fetchall()[0][0]
-    if not found:
+    if not relation_exists(con, "marts", "gpu_offers"):
         raise WarehouseError("no marts.gpu_offers yet; run `gpucost refresh` first")
     return con.sql(offers_sql(con)).pl()
 
