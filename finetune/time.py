@@ -11,7 +11,8 @@ so the launch floor only shows when the GPU work is shorter):
 * matmuls: FLOPs / (dense peak × GEMM_EFFICIENCY), but never less than reading the weights once per
   pass at memory bandwidth (small steps are bound by the weight traffic, not the FLOPs). Passes:
   forward; input gradient; weight gradient (full fine-tuning only: frozen weights need none);
-  recompute (gradient checkpointing);
+  recompute (gradient checkpointing). Where the GPU's SM count is known, each GEMM's output shape
+  (`gemm_shapes`) also pays its tile and wave quantization (`tile_efficiency`);
 * attention core: FlashAttention's causal kernels skip the masked half of the s² blocks; backward
   is 2.5× forward (FlashAttention-2, Dao 2023, §3.2: five matmuls against two); at the kernel
   efficiency of the GPU generation (ATTENTION_EFFICIENCY); eager attention computes and stores the

@@ -12,8 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from finetune import Accelerator, Job, ModelSpec
+from answers.estimate import StatedHardware, find_gpu, stated_offer
+from finetune import Accelerator, FinetuneJob, Job, ModelSpec
 from finetune.architecture import _attention_params_per_layer, _mlp_params_per_layer
+from finetune.offer import hardware_of
+from finetune.placement import Hardware, MemoryTable, place, plan_job
 from finetune.time import (
     GEMM_EFFICIENCY,
     GEMM_EFFICIENCY_AMD,
@@ -206,3 +209,29 @@ def test_step_time_prices_the_gemms_at_their_shapes() -> None:
         flat.dispatch_s,
         flat.loss_s,
     )
+
+
+# --- from the seeds to the estimate -------------------------------------------------------------
+
+
+def test_a_stated_gpu_and_its_offer_hardware_carry_the_seed_sm_count() -> None:
+    gpu = find_gpu("L40S")
+    row = stated_offer(gpu, StatedHardware(gpu="L40S"))
+    assert row["sm_count"] == gpu.sm_count == 142
+    assert hardware_of(row).sm_count == 142
+
+
+@pytest.mark.parametrize(("gpu_count", "slower"), [(1.0, True), (0.5, False)], ids=["whole", "slice"])
+def test_plans_price_the_gemm_waves_of_whole_gpus_only(gpu_count: float, slower: bool) -> None:
+    # T72's step (3B LoRA, 4 × 210 tokens) on an L40S; a slice's SMs are not a share of the GPU's
+    fjob = FinetuneJob("small", LLAMA_3B.model_id, replace(LORA, seq_len=210, micro_batch=4), 10_000_000, 1.0)
+    memory = MemoryTable().for_job(LLAMA_3B, fjob.job)
+
+    def hours(sm_count: int | None) -> float:
+        hw = Hardware("L40S", gpu_count, 48.0, 362.0, None, None, 864.0, "Ada Lovelace", sm_count=sm_count)
+        plan = plan_job(fjob, hw, place(memory, hw.gpus_per_node, hw.vram_gb, 1), memory)
+        assert plan.estimated_hours is not None
+        return plan.estimated_hours
+
+    assert (hours(142) > hours(None)) is slower
+    assert hours(142) >= hours(None)
