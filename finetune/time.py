@@ -383,7 +383,8 @@ def gemm_shapes(model: ModelSpec, job: Job, tokens: int) -> list[Gemm]:
     A linear of d_in → d_out over T rows (Y = X·W) runs forward as a T×d_out output reduced over
     d_in (again in each recompute); its input gradient dX = dY·Wᵀ is a T×d_in output reduced over
     d_out; its weight gradient dW = Xᵀ·dY (full fine-tuning) a d_in×d_out output reduced over the
-    T rows. A routed expert sees tokens × experts_per_token / num_experts rows on average.
+    T rows. A routed expert sees tokens × experts_per_token / num_experts rows on average; the
+    router (h → num_experts logits, under 0.01 % of the FLOPs) is left out.
     """
     h, inter, vocab = model.hidden_size, model.intermediate_size, model.vocab_size
     q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_

@@ -142,6 +142,19 @@ def test_the_shapes_add_up_to_the_flops_the_step_counts(job: Job) -> None:
     assert sum(g.flops for g in shapes) == pytest.approx(_step_gemm_flops(LLAMA_8B, job, tokens))
 
 
+def test_routed_experts_share_the_tokens_and_add_up_to_the_active_flops() -> None:
+    # Mixtral: 8 experts, 2 per token; 4096 tokens give each expert 1024 rows on average
+    mixtral = MODELS["mistralai/Mixtral-8x7B-v0.1"]
+    shapes = gemm_shapes(mixtral, FULL, 4096)
+    # the gate and up projections' forward: rows × I over h
+    inter, h = mixtral.intermediate_size, mixtral.hidden_size
+    expert_rows = {g.m for g in shapes if (g.n, g.k) == (inter, h)}
+    assert expert_rows == {4096 * 2 // 8}
+    # all of the active FLOPs but the router's (h → 8 logits: forward, dX, dW in 32 layers)
+    router = 2.0 * 4096 * h * mixtral.num_experts * 3 * mixtral.layers
+    assert sum(g.flops for g in shapes) == pytest.approx(_step_gemm_flops(mixtral, FULL, 4096) - router)
+
+
 def test_weight_gradients_are_weight_shaped_and_only_in_full_fine_tuning() -> None:
     h, inter = LLAMA_8B.hidden_size, LLAMA_8B.intermediate_size
     tokens = 1000  # no model dimension: a reduction over it can only be a weight gradient
