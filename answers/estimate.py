@@ -475,6 +475,7 @@ def stated_offer(gpu: GpuSpec, hw: StatedHardware) -> dict[str, Any]:
         "pcie_gen": gpu.pcie_gen,
         "memory_bandwidth_gbps": gpu.memory_bandwidth_gbps,
         "architecture": gpu.architecture,
+        "sm_count": gpu.sm_count,
         "gpu_model": gpu.model,
         "billing_granularity": "per_second",
         "minimum_charge_seconds": None,

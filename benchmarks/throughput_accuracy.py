@@ -150,6 +150,12 @@ def _job(**knobs: object) -> Job:
     return Job(**{k: v for k, v in knobs.items() if k in known})  # type: ignore[arg-type]
 
 
+def _accelerator(**knobs: object) -> Accelerator:
+    """An Accelerator from the knobs this checkout's has (an older model lacks `sm_count`)."""
+    known = {f.name for f in fields(Accelerator)}
+    return Accelerator(**{k: v for k, v in knobs.items() if k in known})  # type: ignore[arg-type]
+
+
 def _float(cell: str | None) -> float | None:
     return float(cell) if cell else None
 
@@ -233,13 +239,14 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         # a GPTQ-int4 base is named in the framework or notes ("GPTQ", "Int4 GPTQ checkpoint")
         quant="gptq" if "gptq" in f"{framework} {row['notes']}".lower() else "nf4-dq",
     )
-    gpu = Accelerator(
+    gpu = _accelerator(
         tflops=float(spec["bf16_tflops"]),
         memory_bandwidth_gbps=_float(spec.get("memory_bandwidth_gbps")),
         architecture=spec.get("architecture"),
         vram_gb=_float(spec.get("vram_gb")),
         p2p=has_p2p(spec.get("model")),
         pcie_gen=int(spec["pcie_gen"]) if spec.get("pcie_gen") else None,
+        sm_count=int(spec["sm_count"]) if spec.get("sm_count") else None,
     )
     link = row["intra_link"].strip().lower()
     nvlink = _float(spec.get("nvlink_gbps")) or 0.0

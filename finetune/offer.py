@@ -176,6 +176,7 @@ def hardware_of(row: Mapping[str, Any]) -> Hardware:
         architecture=row["architecture"],
         p2p=has_p2p(row["gpu_model"]),
         pcie_gen=row["pcie_gen"],
+        sm_count=row.get("sm_count"),
     )
 
 

@@ -105,6 +105,7 @@ class Hardware:
     architecture: str | None = None
     p2p: bool = True  # False for GeForce cards: NCCL stages through host memory
     pcie_gen: int | None = None
+    sm_count: int | None = None  # streaming multiprocessors of a whole GPU (GEMM waves)
 
     @property
     def gpus_per_node(self) -> int:
@@ -286,6 +287,8 @@ def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobM
         vram_gb=hw.vram_gb,
         p2p=hw.p2p,
         pcie_gen=hw.pcie_gen,
+        # a slice's SMs are not its share of the whole GPU's (MIG): flat GEMM efficiency there
+        sm_count=hw.sm_count if hw.gpu_count >= 1 else None,
     )
     time = estimate_time(
         memory.model, job, fjob.train_tokens, n, gpn, tflops, intra, hw.inter_node_gbits_per_s, gpu=gpu

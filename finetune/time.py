@@ -11,7 +11,8 @@ so the launch floor only shows when the GPU work is shorter):
 * matmuls: FLOPs / (dense peak × GEMM_EFFICIENCY), but never less than reading the weights once per
   pass at memory bandwidth (small steps are bound by the weight traffic, not the FLOPs). Passes:
   forward; input gradient; weight gradient (full fine-tuning only: frozen weights need none);
-  recompute (gradient checkpointing);
+  recompute (gradient checkpointing). Where the GPU's SM count is known, each GEMM's output shape
+  (`gemm_shapes`) also pays its tile and wave quantization (`tile_efficiency`);
 * attention core: FlashAttention's causal kernels skip the masked half of the s² blocks; backward
   is 2.5× forward (FlashAttention-2, Dao 2023, §3.2: five matmuls against two); at the kernel
   efficiency of the GPU generation (ATTENTION_EFFICIENCY); eager attention computes and stores the
@@ -97,6 +98,21 @@ from finetune.memory import (
 # 86.9 % on A100 SXM, 81.1 % on A100 PCIe, 83.6 % on GH200; AMD MI300X reaches 60.1 %.
 GEMM_EFFICIENCY = 0.80
 GEMM_EFFICIENCY_AMD = 0.60
+# A GEMM's M×N output is computed in tiles, one per thread block (CTA). The largest bf16
+# tensor-core tiles, 256×128 and 128×256, are the most efficient, and the big shapes behind
+# GEMM_EFFICIENCY run on them (NVIDIA, "Matrix Multiplication Background User's Guide", Deep
+# Learning Performance documentation, § GPU implementation: tile sizes from 256×128/128×256,
+# most efficient, down to 64×64). CUTLASS builds them for bf16 on every GPU from Ampere on
+# (NVIDIA/cutlass python/cutlass_library/generator.py, GenerateSM80_TensorOp_16816:
+# [256, 128, 32] and [128, 256, 32], 3 stages, min_cc 80). The same guide, § Dimension
+# quantization effects: an output that does not divide into whole tiles still computes the
+# partial tiles whole (tile quantization), and tiles run in waves of one per SM, so a last wave
+# with fewer tiles than SMs leaves the others idle (wave quantization).
+GEMM_TILE = (256, 128)
+# One such tile per SM at a time: its fp32 accumulators alone, 256 × 128 × 4 B = 128 KiB, are
+# half of an SM's 256 KiB register file (64 K 32-bit registers per SM on Ampere, Ada and Hopper:
+# the A100, Ada and H100 architecture whitepapers), so a wave is `sm_count` tiles.
+GEMM_TILES_PER_SM = 1
 # Share of dense peak that FlashAttention-2-class kernels (FA2, PyTorch SDPA's flash backend)
 # reach, by generation. Ampere/Ada: FA2 forward+backward ≈ 50–73 % of A100 peak (Dao 2023,
 # arXiv:2307.08691, abstract and fig. 4–6): 0.6. Hopper and later: FA2 reaches 35 % of H100
@@ -210,6 +226,8 @@ class Accelerator:
     vram_gb: float | None = None
     p2p: bool = True
     pcie_gen: int | None = None
+    # streaming multiprocessors (gpus.csv `sm_count`); None: GEMMs at the flat big-shape efficiency
+    sm_count: int | None = None
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -218,9 +236,12 @@ class Accelerator:
         return self.tflops * 1e12 / FALLBACK_FLOPS_PER_BYTE
 
     @property
+    def is_amd(self) -> bool:
+        return (self.architecture or "").upper().startswith("CDNA")
+
+    @property
     def gemm_efficiency(self) -> float:
-        arch = (self.architecture or "").upper()
-        return GEMM_EFFICIENCY_AMD if arch.startswith("CDNA") else GEMM_EFFICIENCY
+        return GEMM_EFFICIENCY_AMD if self.is_amd else GEMM_EFFICIENCY
 
     @property
     def attention_efficiency(self) -> float:
@@ -319,6 +340,97 @@ def _recompute_params(model: ModelSpec, job: Job) -> float:
         return model.layers * _recomputed_matmul_params(model)
     dense = _attention_params_per_layer(model) + _mlp_params_per_layer(model, active=True)
     return float(model.layers * dense)
+
+
+def tile_efficiency(m: int, n: int, sm_count: int) -> float:
+    """Share of the SMs' tile slots in which an m×n GEMM output does useful work (≤ 1).
+
+    The output is cut into ceil(m/tm) · ceil(n/tn) tiles of GEMM_TILE, in whichever of its two
+    orientations wastes less; they run in ceil(tiles / (sm_count · GEMM_TILES_PER_SM)) waves,
+    each as long as one whole tile, against m · n useful outputs. The reduction length does not
+    enter: every tile of one GEMM steps through the same K. cuBLAS's heuristics may choose a
+    smaller, less efficient tile (or split K) for a small output; that choice is not modelled, so
+    for small outputs this is the loss on the largest tile, an upper bound.
+    """
+    if m < 1 or n < 1 or sm_count < 1:
+        raise ValueError(f"GEMM output and SM count must be positive, got {m}×{n} on {sm_count} SMs")
+    slots = sm_count * GEMM_TILES_PER_SM
+    best = 0.0
+    for tm, tn in (GEMM_TILE, GEMM_TILE[::-1]):
+        waves = math.ceil(math.ceil(m / tm) * math.ceil(n / tn) / slots)
+        best = max(best, m * n / (waves * slots * tm * tn))
+    return best
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One GEMM shape of a micro-step: an m×n output reduced over k, run `calls` times."""
+
+    m: int
+    n: int
+    k: int
+    calls: float
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k * self.calls
+
+
+def gemm_shapes(model: ModelSpec, job: Job, tokens: int) -> list[Gemm]:
+    """The GEMMs of one micro-step over `tokens` rows that `_passes` and `_recompute_params` count:
+    every decoder linear and the head, LoRA adapters apart (`_adapter_flops_per_token`).
+
+    A linear of d_in → d_out over T rows (Y = X·W) runs forward as a T×d_out output reduced over
+    d_in (again in each recompute); its input gradient dX = dY·Wᵀ is a T×d_in output reduced over
+    d_out; its weight gradient dW = Xᵀ·dY (full fine-tuning) a d_in×d_out output reduced over the
+    T rows. A routed expert sees tokens × experts_per_token / num_experts rows on average; the
+    router (h → num_experts logits, under 0.01 % of the FLOPs) is left out.
+    """
+    h, inter, vocab = model.hidden_size, model.intermediate_size, model.vocab_size
+    q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
+    # (d_in, d_out, rows, instances per layer, recomputed under the selective policy: k, o, up/fc2)
+    rows, per_layer = tokens, 1
+    if model.is_moe and model.experts_per_token and model.num_experts:
+        rows = max(1, math.ceil(tokens * model.experts_per_token / model.num_experts))
+        per_layer = model.num_experts
+    mlp = (
+        [
+            (h, inter, rows, per_layer, False),
+            (h, inter, rows, per_layer, True),
+            (inter, h, rows, per_layer, False),
+        ]
+        if model.gated_mlp
+        else [(h, inter, rows, per_layer, False), (inter, h, rows, per_layer, True)]
+    )
+    linears = [(h, q, tokens, 1, False), (h, kv, tokens, 1, True), (h, kv, tokens, 1, False)]
+    linears += [(q, h, tokens, 1, True), *mlp]
+    full = job.method == "full"
+    shapes = []
+    for d_in, d_out, m, instances, selective in linears:
+        calls = model.layers * instances
+        recomputed = job.grad_checkpointing and (job.checkpoint_policy == "full" or selective)
+        shapes.append(Gemm(m, d_out, d_in, calls * (2 if recomputed else 1)))
+        shapes.append(Gemm(m, d_in, d_out, calls))
+        if full:
+            shapes.append(Gemm(d_in, d_out, m, calls))
+    # the head (h → V) is outside the checkpointed layers
+    shapes += [Gemm(tokens, vocab, h, 1), Gemm(tokens, h, vocab, 1)]
+    if full:
+        shapes.append(Gemm(h, vocab, tokens, 1))
+    return shapes
+
+
+def gemm_shape_efficiency(model: ModelSpec, job: Job, gpu: Accelerator, tokens: int) -> float:
+    """Share of dense peak the step's GEMMs reach: the big-shape efficiency times each shape's
+    tile efficiency on the GPU's SMs, FLOP-weighted over `gemm_shapes` (a harmonic mean: the
+    time adds up). Without an SM count, and on AMD (whose tiles GEMM_TILE does not describe),
+    the flat big-shape efficiency as before."""
+    if gpu.sm_count is None or gpu.is_amd:
+        return gpu.gemm_efficiency
+    shapes = gemm_shapes(model, job, tokens)
+    flops = sum(g.flops for g in shapes)
+    slot_flops = sum(g.flops / tile_efficiency(g.m, g.n, gpu.sm_count) for g in shapes)
+    return gpu.gemm_efficiency * flops / slot_flops
 
 
 def _attention_recompute(job: Job) -> int:
@@ -649,10 +761,14 @@ def step_time(
     flop_passes, weight_passes = _passes(job)
     n = matmul_params(model)
     recompute = _recompute_params(model, job)
+    # the decoder and head GEMMs at their shapes' efficiency; the rank-r adapters (bandwidth
+    # bound: their bytes are in the elementwise term) at the flat one
     gemm_flops = (2.0 * n * flop_passes + 2.0 * recompute) * tokens
-    gemm_flops += _adapter_flops_per_token(model, job) * tokens
+    adapter_flops = _adapter_flops_per_token(model, job) * tokens
+    gemm_s = gemm_flops / (peak * gemm_shape_efficiency(model, job, gpu, tokens))
+    gemm_s += adapter_flops / (peak * gpu.gemm_efficiency)
     weight_traffic = _frozen_weight_read_bytes(model, job) * flop_passes + 2.0 * recompute
-    matmul_s = max(gemm_flops / (peak * gpu.gemm_efficiency), weight_traffic / bw)
+    matmul_s = max(gemm_s, weight_traffic / bw)
 
     attn_fwd = _attention_forward_flops_per_token(model, job) * tokens
     attn_flops = attn_fwd * (1 + ATTENTION_BACKWARD_RATIO + _attention_recompute(job))

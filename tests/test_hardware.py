@@ -101,6 +101,25 @@ def test_seed_values_are_in_range(hw: HardwareCatalog) -> None:
             assert row.intra_node_interconnect != "none", row
 
 
+def test_every_sm_count_has_its_own_source_and_a_plausible_value(hw: HardwareCatalog) -> None:
+    """`sm_count` feeds the GEMM wave model (finetune.time.tile_efficiency): each count cites its
+    own datasheet or whitepaper, and a GPU without one keeps the flat GEMM efficiency."""
+    counted = [g for g in hw.gpus.values() if g.sm_count is not None]
+    assert counted, "no GPU has an sm_count"
+    for g in counted:
+        assert g.sm_count_source, g.gpu_name
+        assert g.vendor == "NVIDIA", g.gpu_name  # the GEMM tile model describes NVIDIA's kernels
+        assert g.sm_count is not None and 20 <= g.sm_count <= 200, g.gpu_name
+    # a source without a count would cite nothing
+    assert all(not g.sm_count_source for g in hw.gpus.values() if g.sm_count is None)
+
+
+def test_the_calibration_gpus_carry_their_whitepaper_sm_counts(hw: HardwareCatalog) -> None:
+    # A100 and H100 architecture whitepapers, Ada whitepaper; L40S: 142 RT cores, one per SM
+    expected = {"A100-80GB-SXM": 108, "H100-SXM": 132, "H100-PCIe": 114, "L40S": 142, "RTX4090": 128}
+    assert {name: hw.gpus[name].sm_count for name in expected} == expected
+
+
 def test_multi_gpu_training_nodes_record_their_fabric(hw: HardwareCatalog) -> None:
     """The 8-GPU nodes the issue names must carry intra- and inter-node figures."""
     cases = {

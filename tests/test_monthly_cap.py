@@ -276,7 +276,7 @@ T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
 EUR_USD = 1.1
 L40S = {"gpu_name_raw": "L40S", "gpu_count": 1.0, "gpu_memory_gb_raw": 48.0}
 # about 2,000 GPU-hours of Qwen2.5-7B LoRA on one L40S
-LONG = ["estimate", "--model", "Qwen2.5-7B", "--method", "lora", "--tokens", "22B", "--download", "none"]
+LONG = ["estimate", "--model", "Qwen2.5-7B", "--method", "lora", "--tokens", "20B", "--download", "none"]
 
 
 @pytest.fixture

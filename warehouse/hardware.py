@@ -137,6 +137,9 @@ class GpuSpec:
     pcie_gen: int | None
     form_factor: str
     source: str
+    # streaming multiprocessors (GEMM wave quantization), with its own source; None = not sourced
+    sm_count: int | None = None
+    sm_count_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,8 @@ class HardwareCatalog:
                 pcie_gen=int(r["pcie_gen"]) if r["pcie_gen"].strip() else None,
                 form_factor=r["form_factor"],
                 source=r["source"],
+                sm_count=int(r["sm_count"]) if r["sm_count"].strip() else None,
+                sm_count_source=r["sm_count_source"].strip(),
             )
             for r in _read(folder / "gpus.csv")
         }
