@@ -106,6 +106,7 @@ class Hardware:
     p2p: bool = True  # False for GeForce cards: NCCL stages through host memory
     pcie_gen: int | None = None
     sm_count: int | None = None  # streaming multiprocessors of a whole GPU (GEMM waves)
+    half_rate_accumulate: bool = False  # True for GeForce: bf16 with FP32 accumulation at half rate
 
     @property
     def gpus_per_node(self) -> int:
@@ -289,6 +290,7 @@ def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobM
         pcie_gen=hw.pcie_gen,
         # a slice's SMs are not its share of the whole GPU's (MIG): flat GEMM efficiency there
         sm_count=hw.sm_count if hw.gpu_count >= 1 else None,
+        half_rate_accumulate=hw.half_rate_accumulate,
     )
     time = estimate_time(
         memory.model, job, fjob.train_tokens, n, gpn, tflops, intra, hw.inter_node_gbits_per_s, gpu=gpu

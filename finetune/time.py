@@ -8,11 +8,13 @@ One micro-step on one GPU processes T = seq_len × micro_batch tokens (padding i
 is the slowest of what the GPU must do and what the CPU must dispatch (kernels run asynchronously,
 so the launch floor only shows when the GPU work is shorter):
 
-* matmuls: FLOPs / (dense peak × GEMM_EFFICIENCY), but never less than reading the weights once per
-  pass at memory bandwidth (small steps are bound by the weight traffic, not the FLOPs). Passes:
-  forward; input gradient; weight gradient (full fine-tuning only: frozen weights need none);
-  recompute (gradient checkpointing). Where the GPU's SM count is known, each GEMM's output shape
-  (`gemm_shapes`) also pays its tile and wave quantization (`tile_efficiency`);
+* matmuls: FLOPs / (dense peak × GEMM_EFFICIENCY; GeForce cards, whose bf16 rate with FP32
+  accumulation is half their tensor rate, reach that rated figure: GEMM_EFFICIENCY_HALF_RATE),
+  but never less than reading the weights once per pass at memory bandwidth (small steps are
+  bound by the weight traffic, not the FLOPs). Passes: forward; input gradient; weight gradient
+  (full fine-tuning only: frozen weights need none); recompute (gradient checkpointing). Where
+  the GPU's SM count is known, each GEMM's output shape (`gemm_shapes`) also pays its tile and
+  wave quantization (`tile_efficiency`);
 * attention core: FlashAttention's causal kernels skip the masked half of the s² blocks; backward
   is 2.5× forward (FlashAttention-2, Dao 2023, §3.2: five matmuls against two); at the kernel
   efficiency of the GPU generation (ATTENTION_EFFICIENCY); eager attention computes and stores the
@@ -98,6 +100,20 @@ from finetune.memory import (
 # 86.9 % on A100 SXM, 81.1 % on A100 PCIe, 83.6 % on GH200; AMD MI300X reaches 60.1 %.
 GEMM_EFFICIENCY = 0.80
 GEMM_EFFICIENCY_AMD = 0.60
+# GeForce cards run bf16/fp16 tensor math with FP32 accumulation (what training uses, and what
+# gpus.csv rates them at) at half the FP16-accumulate rate (NVIDIA Ada GPU Architecture
+# whitepaper, appendix table: RTX 4090 165.2 TFLOPS with FP32 accumulate, 330.3 with FP16
+# accumulate; GA102 whitepaper: RTX 3090 71 / 142; RTX Blackwell whitepaper: RTX 5090 209.5 /
+# 419). At half rate the tensor cores draw operands and power at half the pace, so what holds
+# full-rate parts to GEMM_EFFICIENCY does not bind: measured large bf16 torch.matmul reaches the
+# rated figure or more (zzc0721/torch-performance-test-data database.md @0785868, best of 1024²…
+# 10240²: RTX 4090 24 GB 170.06, 173.31, 162.39, 163.09 of 165.2 = 98–105 %; RTX 3090 76.34,
+# 76.68, 76.58 of 71 = 108 %; RTX 5090 236.03, 242.18 of 209.5 = 113–116 %; in the same table
+# full-rate parts reach A100 SXM 264.53 of 312 = 85 %, H100 789.24 of 989 = 80 %, RTX A6000
+# 123.34 of 154.8 = 80 %, as GEMM_EFFICIENCY says). We take the rated figure itself, 1.0: what
+# is above it is GPU Boost clocking past the rated boost clock, which varies by board and
+# cooling and which no datasheet states.
+GEMM_EFFICIENCY_HALF_RATE = 1.0
 # A GEMM's M×N output is computed in tiles, one per thread block (CTA). The largest bf16
 # tensor-core tiles, 256×128 and 128×256, are the most efficient, and the big shapes behind
 # GEMM_EFFICIENCY run on them (NVIDIA, "Matrix Multiplication Background User's Guide", Deep
@@ -228,6 +244,8 @@ class Accelerator:
     pcie_gen: int | None = None
     # streaming multiprocessors (gpus.csv `sm_count`); None: GEMMs at the flat big-shape efficiency
     sm_count: int | None = None
+    # bf16 with FP32 accumulation at half the tensor rate (GeForce, `finetune.offer.has_half_rate_accumulate`)
+    half_rate_accumulate: bool = False
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -241,7 +259,10 @@ class Accelerator:
 
     @property
     def gemm_efficiency(self) -> float:
-        return GEMM_EFFICIENCY_AMD if self.is_amd else GEMM_EFFICIENCY
+        """Share of `tflops` that large GEMMs reach (before tile and wave quantization)."""
+        if self.is_amd:
+            return GEMM_EFFICIENCY_AMD
+        return GEMM_EFFICIENCY_HALF_RATE if self.half_rate_accumulate else GEMM_EFFICIENCY
 
     @property
     def attention_efficiency(self) -> float:

@@ -1,0 +1,133 @@
+"""GeForce cards' half-rate FP32 accumulation (issue 23): gpus.csv rates a GeForce card at its bf16
+rate with FP32 accumulation, half its tensor rate, and measured large GEMMs reach that rated
+figure (GEMM_EFFICIENCY_HALF_RATE), where full-rate parts reach GEMM_EFFICIENCY of theirs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from answers.estimate import StatedHardware, find_gpu, stated_offer
+from finetune import Accelerator, FinetuneJob, Job, estimate_time
+from finetune.offer import hardware_of, has_half_rate_accumulate
+from finetune.placement import Hardware, MemoryTable, place, plan_job
+from finetune.time import (
+    GEMM_EFFICIENCY,
+    GEMM_EFFICIENCY_AMD,
+    GEMM_EFFICIENCY_HALF_RATE,
+    gemm_shape_efficiency,
+    step_time,
+)
+from warehouse.seed_models import load_models
+
+LLAMA_8B = load_models()["meta-llama/Llama-3.1-8B"]
+RTX4090 = Accelerator(
+    tflops=165.0,
+    memory_bandwidth_gbps=1008.0,
+    architecture="Ada Lovelace",
+    vram_gb=24,
+    p2p=False,
+    sm_count=128,
+    half_rate_accumulate=True,
+)
+LORA = Job(method="lora", precision="bf16-mixed", seq_len=2048, micro_batch=2, grad_checkpointing=True)
+# 3B: fits one 24 GB card in bf16 LoRA
+LLAMA_3B = load_models()["meta-llama/Llama-3.2-3B"]
+
+
+@pytest.mark.parametrize(
+    ("model", "half_rate"),
+    [
+        ("GeForce RTX 4090", True),
+        ("GeForce RTX 3090", True),
+        ("GeForce RTX 5090", True),
+        # professional and datacenter parts of the same dies run FP32 accumulation at full rate
+        ("RTX 6000 Ada Generation", False),
+        ("RTX A6000", False),
+        ("L40S", False),
+        ("H100", False),
+        (None, False),
+        ("", False),
+    ],
+)
+def test_only_geforce_cards_accumulate_at_half_rate(model: str | None, half_rate: bool) -> None:
+    assert has_half_rate_accumulate(model) is half_rate
+
+
+def test_the_constant_is_the_rated_figure_and_above_the_full_rate_share() -> None:
+    # measured half-rate GEMMs reach 98-116 % of the rated figure; the model takes the figure
+    assert GEMM_EFFICIENCY_HALF_RATE == 1.0
+    assert GEMM_EFFICIENCY_HALF_RATE > GEMM_EFFICIENCY
+
+
+def test_the_gpu_reports_the_share_of_its_rate_that_gemms_reach() -> None:
+    assert RTX4090.gemm_efficiency == GEMM_EFFICIENCY_HALF_RATE
+    assert replace(RTX4090, half_rate_accumulate=False).gemm_efficiency == GEMM_EFFICIENCY
+    # AMD keeps its own measured share whatever the flag says
+    mi300x = Accelerator(tflops=1307.0, architecture="CDNA3", half_rate_accumulate=True)
+    assert mi300x.gemm_efficiency == GEMM_EFFICIENCY_AMD
+
+
+def test_tile_and_wave_quantization_still_apply_on_top() -> None:
+    full_rate = replace(RTX4090, half_rate_accumulate=False)
+    for tokens in (840, 4096, 16384):
+        half = gemm_shape_efficiency(LLAMA_8B, LORA, RTX4090, tokens)
+        full = gemm_shape_efficiency(LLAMA_8B, LORA, full_rate, tokens)
+        # the same shape losses, scaled by the big-shape share
+        assert half / full == pytest.approx(GEMM_EFFICIENCY_HALF_RATE / GEMM_EFFICIENCY)
+        assert half <= GEMM_EFFICIENCY_HALF_RATE
+
+
+def test_only_the_matmuls_speed_up() -> None:
+    full_rate = replace(RTX4090, half_rate_accumulate=False)
+    half = step_time(LLAMA_8B, LORA, RTX4090, 1, None, True)
+    full = step_time(LLAMA_8B, LORA, full_rate, 1, None, True)
+    # this step is compute bound, so the matmuls scale by the ratio of the two shares
+    assert full.matmul_s / half.matmul_s == pytest.approx(GEMM_EFFICIENCY_HALF_RATE / GEMM_EFFICIENCY)
+    assert (half.attention_s, half.elementwise_s, half.loss_s, half.dequant_s, half.dispatch_s) == (
+        full.attention_s,
+        full.elementwise_s,
+        full.loss_s,
+        full.dequant_s,
+        full.dispatch_s,
+    )
+    assert half.total_s < full.total_s
+
+
+def test_a_memory_bound_step_is_not_sped_up_below_its_weight_reads() -> None:
+    # eight tokens per step on a 8B model: the weights' reads, not the FLOPs, set the matmul time
+    # (flat GEMM efficiency here: a 256-row tile over 8 rows would make the FLOPs the bound)
+    tiny = replace(LORA, seq_len=8, micro_batch=1)
+    flat = replace(RTX4090, sm_count=None)
+    half = step_time(LLAMA_8B, tiny, flat, 1, None, True)
+    full = step_time(LLAMA_8B, tiny, replace(flat, half_rate_accumulate=False), 1, None, True)
+    assert half.matmul_s == pytest.approx(full.matmul_s)
+
+
+# --- from the seeds to the estimate -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "half_rate"), [("RTX4090", True), ("RTX3090", True), ("L40S", False)])
+def test_stated_and_offer_hardware_read_the_flag_from_the_seed_model(name: str, half_rate: bool) -> None:
+    row = stated_offer(find_gpu(name), StatedHardware(gpu=name))
+    assert hardware_of(row).half_rate_accumulate is half_rate
+
+
+def test_plans_of_a_geforce_offer_run_at_its_rated_figure() -> None:
+    fjob = FinetuneJob("lora", LLAMA_3B.model_id, LORA, 10_000_000, 1.0)
+    memory = MemoryTable().for_job(LLAMA_3B, fjob.job)
+
+    def hours(half_rate: bool) -> float:
+        hw = Hardware(
+            "RTX4090", 1.0, 24.0, 165.0, None, None, 1008.0, "Ada Lovelace", False, 4, 128, half_rate
+        )
+        plan = plan_job(fjob, hw, place(memory, hw.gpus_per_node, hw.vram_gb, 1), memory)
+        assert plan.estimated_hours is not None
+        return plan.estimated_hours
+
+    assert hours(True) < hours(False)
+    # and the plan is the time model's, with the flag carried into the Accelerator
+    gpu = replace(RTX4090, pcie_gen=4)
+    direct = estimate_time(LLAMA_3B, LORA, 10_000_000, 1, 1, 165.0, None, None, gpu=gpu)
+    assert hours(True) == pytest.approx(direct.hours)
