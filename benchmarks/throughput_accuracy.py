@@ -63,6 +63,25 @@ PADDED_MAX = re.compile(r"padded to the longest sample \(max (\d+)\)")
 # length": each run of batch_size × 20 samples is sorted by length, then cut into batches
 # (huggingface/peft @5d602fdb; the same code since the suite's first commit, 41921013, 2025-03-27).
 LENGTH_BUCKETED_SOURCES: dict[str, int] = {"peft-method-comparison": 20}
+# Not read as padded, on purpose: torchtune-readme-2024-07 (the table of pytorch/torchtune#955,
+# 2024-05-09, unchanged at 0057fe7c) keeps its stated "Seq Length" as every sequence's length.
+# Its recipe configs load unpacked alpaca (recipes/configs/llama2: alpaca_cleaned_dataset in
+# 7B_qlora_single_device, 7B_lora_single_device, 7B_lora; alpaca_dataset in 7B_full_low_memory,
+# 7B_full, 70B_lora; packing landed after the table, #875 2024-05-14), utils.padded_collate pads
+# "to the longest sequence length in the batch", and the recipes count input_ids.numel() per rank.
+# Mean tokens per templated sample under the Llama-2 tokenizer: alpaca ≈ 128 (Wang et al. 2023,
+# arXiv 2306.04751, Table 1 "Alpaca … 27.8 | 64.6" LLaMA tokens, less their random templates, plus
+# torchtune's AlpacaInstructTemplate, BOS and EOS); alpaca-cleaned ≈ 225, longest ≈ 1,585
+# (gururise/AlpacaDataCleaned @791174f6 assets/prompt_length_distribution.png read column by
+# column; its outputs were replaced by GPT-4-LLM's on 2023-04-08). Batches of 4 would then pad to
+# ≈ 267 and ≈ 467 tokens (`padded_batch_length`). The table's own figures rule that out for rows
+# that move most: 702 tok/s on one RTX 4090 (7B full, bnb PagedAdamW with 8 B/param of states,
+# ≈ 54 GB, against 24 GB) would be a 1.5 s step that pages ≥ 30 GB each way over PCIe; 1,388
+# tok/s/GPU on 4× RTX 4090 FSDP a 0.77 s step that gathers 7B bf16 weights twice through the host;
+# its peak memory rose from 14.97 GB (config defaults, the README before #955) to 24.1 GB. Scored
+# that way T11 / T12 / T13 fall to −36 / −72 / −66 %. Yet 26.4 GB per GPU for 70B LoRA cannot hold
+# 4 × 4096 checkpointed layer inputs (21.5 GB) besides the 17 GB weight shard: no one reading
+# fits every row of that table.
 # "LoRA r8 on q,v" / "LoRA r32 on q_proj,v_proj": the notes name the adapted projections where
 # the `lora_targets` column can only say "attention"
 QV_ONLY = re.compile(r"\bq(?:_proj)?,\s*v(?:_proj)?\b")
