@@ -7,7 +7,8 @@
 Each row states the model, method, precision, optimizer, sequence length, micro-batch,
 checkpointing, LoRA rank and targets, GPU (a gpus.csv name), GPU count, GPUs per node, the
 intra-node link, inter-node Gb/s, sharding, offload, framework and the measured tokens/s. It is
-read into a ModelSpec, a Job and an Accelerator by generic rules (`row_to_case`); nothing is
+read into a ModelSpec, a Job and an Accelerator by generic rules (`row_to_case`; `intra_link` is
+nvlink, pcie, or host for PCIe without peer-to-peer, as `estimate --interconnect` says); nothing is
 looked up per row. What the columns leave to the stack is read from the stack's stated defaults:
 the AdamW implementation (`FUSED_OPTIMIZER_STACKS`), the hardware a source names that its `gpu`
 column could not (`HARDWARE_AS_STATED`), and, for padded batches, the padded length from the
@@ -263,7 +264,8 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         memory_bandwidth_gbps=_float(spec.get("memory_bandwidth_gbps")),
         architecture=spec.get("architecture"),
         vram_gb=_float(spec.get("vram_gb")),
-        p2p=has_p2p(spec.get("model")),
+        # intra_link "host": the source says its GPUs had no peer-to-peer (staged through host memory)
+        p2p=has_p2p(spec.get("model")) and row["intra_link"].strip().lower() != "host",
         pcie_gen=int(spec["pcie_gen"]) if spec.get("pcie_gen") else None,
         sm_count=int(spec["sm_count"]) if spec.get("sm_count") else None,
         half_rate_accumulate=has_half_rate_accumulate(spec.get("model")),
@@ -272,7 +274,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
     nvlink = _float(spec.get("nvlink_gbps")) or 0.0
     # seeds state NVLink bidirectionally (GB/s); a ring sees one direction; ×8 for Gb/s
     intra = nvlink / 2 * 8 if link == "nvlink" and nvlink else None
-    if link == "pcie":
+    if link in ("pcie", "host"):
         # GPUs with P2P talk over their PCIe x16 link (GeForce stage through the host instead)
         intra = PCIE_X16_GBYTES_PER_S.get(gpu.pcie_gen or 4, PCIE_X16_GBYTES_PER_S[4]) * 8
     return Case(

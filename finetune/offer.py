@@ -37,6 +37,7 @@ __all__ = [
     "CHECKPOINT_INTERVAL_HOURS",
     "DEFAULT_INTERRUPTIONS_PER_HOUR",
     "GRANULARITY",
+    "HOST_STAGED",
     "HOURS_PER_MONTH",
     "MARKET_INTERRUPTIONS_PER_HOUR",
     "RESTART_OVERHEAD_HOURS",
@@ -87,7 +88,16 @@ GRANULARITY: dict[str, Granularity] = {
 BRIDGED_GPUS = 2
 BITS_PER_BYTE = 8
 
-Interconnect = Literal["nvlink", "pcie"]
+Interconnect = Literal["nvlink", "pcie", "host"]
+# `intra_node_interconnect` of a node whose GPUs share PCIe but cannot reach each other's memory
+# (`--interconnect host`): NCCL stages every transfer through host memory, as on GeForce cards.
+# NVIDIA's NCCL user guide, "GPU troubleshooting" (GPU Direct): direct point-to-point PCI messages
+# "can fail or perform poorly for a variety of reasons, like missing components, a bad
+# configuration of a virtual machine or a container, or some BIOS settings"; IO virtualization
+# (VT-d / IOMMU, which passing GPUs into VMs needs) redirects "all PCI point-to-point traffic to the
+# CPU root complex" through PCI Access Control Services. Rented VMs often run that way, and no
+# offer states it, so it is the user's to say.
+HOST_STAGED = "PCIe, no P2P"
 
 
 def gbits_per_s(gbytes_per_s: float | None) -> float | None:
@@ -112,7 +122,7 @@ def intra_node_gbytes_per_s(
         if kind == "NVLink bridge" and gpu_count > BRIDGED_GPUS:
             return pcie  # the ring's slowest hop is the PCIe one between bridged pairs
         return float(stated_bidirectional_gbytes_per_s) / 2
-    if gpu_count > 1 and kind == "PCIe":
+    if gpu_count > 1 and kind in ("PCIe", HOST_STAGED):
         return pcie
     return stated_bidirectional_gbytes_per_s
 
@@ -183,7 +193,7 @@ def hardware_of(row: Mapping[str, Any]) -> Hardware:
         inter_node_gbits_per_s=row["inter_node_gbps"],
         memory_bandwidth_gbps=row["memory_bandwidth_gbps"],
         architecture=row["architecture"],
-        p2p=has_p2p(row["gpu_model"]),
+        p2p=has_p2p(row["gpu_model"]) and row["intra_node_interconnect"] != HOST_STAGED,
         pcie_gen=row["pcie_gen"],
         sm_count=row.get("sm_count"),
         half_rate_accumulate=has_half_rate_accumulate(row["gpu_model"]),
@@ -218,8 +228,8 @@ def stated_links(
 
     `interconnect` None: NVLink where the form factor links the whole board (SXM, OAM,
     Superchip), else PCIe. "nvlink" on a PCIe card means its NVLink bridge, which
-    `intra_node_gbytes_per_s` rates at PCIe beyond a pair. Raises ValueError for "nvlink" on a
-    GPU without NVLink.
+    `intra_node_gbytes_per_s` rates at PCIe beyond a pair. "host": PCIe without peer-to-peer
+    (HOST_STAGED), whatever the board. Raises ValueError for "nvlink" on a GPU without NVLink.
     """
     if gpus_per_node <= 1:
         return "none", None
@@ -228,6 +238,8 @@ def stated_links(
     wanted = interconnect or ("nvlink" if board and nvlink > 0 else "pcie")
     if wanted == "pcie":
         return "PCIe", None
+    if wanted == "host":
+        return HOST_STAGED, None
     if nvlink <= 0:
         raise ValueError(
             "this GPU has no NVLink in gpus.csv (nvlink_gbps 0 or empty): use --interconnect pcie"

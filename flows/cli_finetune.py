@@ -275,7 +275,8 @@ def estimate(
         typer.Option(
             rich_help_panel=STATED,
             help="With --gpu: GPU links in a node. Default: nvlink on SXM/OAM boards (NVSwitch), "
-            "pcie otherwise; nvlink on a PCIe card is its bridge, which links pairs only.",
+            "pcie otherwise; nvlink on a PCIe card is its bridge, which links pairs only; host: PCIe "
+            "without peer-to-peer (VMs with IOMMU, GeForce), every transfer staged through host memory.",
         ),
     ] = None,
     sharding: Annotated[
