@@ -120,6 +120,14 @@ def test_the_calibration_gpus_carry_their_whitepaper_sm_counts(hw: HardwareCatal
     assert {name: hw.gpus[name].sm_count for name in expected} == expected
 
 
+def test_the_h200_counts_the_sms_of_the_h100_sxm_it_shares_its_die_with(hw: HardwareCatalog) -> None:
+    # same GH100 at the same dense rate; a device query on an H200 reports 132 as well
+    assert hw.gpus["H200-SXM"].sm_count == hw.gpus["H100-SXM"].sm_count == 132
+    # Blackwell's tensor cores accumulate in tensor memory, not the registers GEMM_TILES_PER_SM
+    # is argued from: the B200 keeps the flat GEMM efficiency until that is sourced
+    assert hw.gpus["B200"].sm_count is None
+
+
 def test_multi_gpu_training_nodes_record_their_fabric(hw: HardwareCatalog) -> None:
     """The 8-GPU nodes the issue names must carry intra- and inter-node figures."""
     cases = {
