@@ -46,7 +46,7 @@ from rich.table import Table
 from answers import AnswerError
 from finetune import FinetuneJob, Job, ModelSpec, Sharding
 from finetune.job import PaddedShape
-from finetune.offer import Interconnect
+from finetune.offer import Interconnect, has_p2p
 from flows.cli_prices import (
     FILTERS,
     GPU_ONLY_MARK,
@@ -797,6 +797,13 @@ def _print_stated(
     if answer.cost_usd is not None:
         line += f"; ${answer.cost_usd:,.2f} at ${hw.price_usd_per_gpu_hour:g}/GPU-hour"
     console.print(line, highlight=False)
+    if row["intra_node_interconnect"] == "PCIe" and has_p2p(gpu.model) and hw.gpus_per_node > 1:
+        # whether a rented box's GPUs reach each other over PCIe is not stated anywhere
+        console.print(
+            "timed with peer-to-peer over PCIe; where the GPUs have none (VMs whose IOMMU redirects "
+            "it), --interconnect host times the collectives staged through host memory",
+            highlight=False,
+        )
     bill = answer.bill
     if bill["total_usd"] is not None:
         # stated hardware has no provider: only the GPU time of the experiment is known

@@ -106,6 +106,26 @@ def test_the_command_states_the_link_it_priced() -> None:
     assert table.exit_code == 0 and f"({HOST_STAGED})" in table.output
 
 
+@pytest.mark.parametrize(
+    ("gpu", "gpus", "interconnect", "hinted"),
+    [
+        ("RTXA5000", "4", "pcie", True),
+        # stated already, one GPU, NVLink, or a GeForce card that is host-staged anyway
+        ("RTXA5000", "4", "host", False),
+        ("RTXA5000", "1", "pcie", False),
+        ("H100-SXM", "4", "nvlink", False),
+        ("RTX4090", "4", "pcie", False),
+    ],
+)
+def test_a_pcie_estimate_says_it_assumed_peer_to_peer(
+    gpu: str, gpus: str, interconnect: str, hinted: bool
+) -> None:
+    args = ["estimate", "--model", "Llama-3.2-3B", "--method", "lora", "--gpu", gpu, "--gpus", gpus]
+    result = CliRunner().invoke(app, [*args, "--interconnect", interconnect, "--tokens", "10M"])
+    assert result.exit_code == 0, result.output
+    assert ("--interconnect host times" in result.output) is hinted
+
+
 def test_the_help_says_what_host_means() -> None:
     result = CliRunner().invoke(app, ["estimate", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
