@@ -4,11 +4,13 @@ figure (GEMM_EFFICIENCY_HALF_RATE), where full-rate parts reach GEMM_EFFICIENCY 
 
 from __future__ import annotations
 
+import csv
 from dataclasses import replace
 
 import pytest
 
 from answers.estimate import StatedHardware, find_gpu, stated_offer
+from benchmarks.throughput_accuracy import EXTRA_CSV, load_gpus, row_to_case
 from finetune import Accelerator, FinetuneJob, Job, estimate_time
 from finetune.offer import hardware_of, has_half_rate_accumulate
 from finetune.placement import Hardware, MemoryTable, place, plan_job
@@ -131,3 +133,14 @@ def test_plans_of_a_geforce_offer_run_at_its_rated_figure() -> None:
     gpu = replace(RTX4090, pcie_gen=4)
     direct = estimate_time(LLAMA_3B, LORA, 10_000_000, 1, 1, 165.0, None, None, gpu=gpu)
     assert hours(True) == pytest.approx(direct.hours)
+
+
+def test_the_throughput_benchmark_reads_the_flag_from_the_seed_model() -> None:
+    with EXTRA_CSV.open(newline="", encoding="utf-8") as f:
+        rows = {r["id"]: r for r in csv.DictReader(f)}
+    gpus, models = load_gpus(), load_models()
+    # X04: 2× RTX 4090; X20: 2× A100 40 GB
+    geforce = row_to_case(rows["X04"], models, gpus).gpu
+    a100 = row_to_case(rows["X20"], models, gpus).gpu
+    assert geforce is not None and geforce.half_rate_accumulate
+    assert a100 is not None and not a100.half_rate_accumulate
