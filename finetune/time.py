@@ -32,7 +32,8 @@ so the launch floor only shows when the GPU work is shorter):
   dispatches fewer ops and replaces the fp32 loss with linear-cross-entropy;
 * data-parallel communication over the link (NVLink, PCIe P2P, host-staged PCIe or the network):
   overlapped with compute when the GPUs talk peer to peer; added to it when they cannot (GeForce
-  cards have no P2P: NCCL stages every transfer through host memory);
+  cards have no P2P, nor do GPUs stated as `--interconnect host`: NCCL stages every transfer
+  through host memory);
 * the CPU's dispatch floor: eager PyTorch pays ~10 µs per operator; a compiled job's generated
   code pays the CUDA launch per fused kernel (~5 µs);
 * autocast over fp32 modules (`Job.mixed_precision == "autocast"`): every linear call casts its
@@ -984,10 +985,10 @@ def link_bytes_per_s(
     """(bytes/s each GPU's collectives see, whether they overlap with compute).
 
     Across nodes the per-node network is shared by the node's GPUs. Inside a node, GPUs with P2P
-    use `intra_node_gbits_per_s` (NVLink, or PCIe P2P); GPUs without P2P (GeForce) stage through host
-    memory: the per-direction PCIe x16 rate of their generation (the sender's write and the
-    receiver's read cross different links), capped by the node's host memory bandwidth shared by
-    its GPUs' staging, not overlapped.
+    use `intra_node_gbits_per_s` (NVLink, or PCIe P2P); GPUs without P2P (GeForce, or a node
+    stated as `finetune.offer.HOST_STAGED`) stage through host memory: the per-direction PCIe x16
+    rate of their generation (the sender's write and the receiver's read cross different links),
+    capped by the node's host memory bandwidth shared by its GPUs' staging, not overlapped.
     """
     nodes = math.ceil(n_gpus / gpus_per_node)
     if nodes > 1:
