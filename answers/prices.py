@@ -242,7 +242,7 @@ def check_filters(con: duckdb.DuckDBPyConnection, filters: OfferFilters) -> None
             )
     if filters.providers:
         known = {p for (p,) in con.execute("select provider from core.providers").fetchall()}
-        if relation_exists(con, "marts", "gpu_offers"):
+        if relation_exists(con, "marts.gpu_offers"):
             known |= {p for (p,) in con.execute("select distinct provider from marts.gpu_offers").fetchall()}
         unknown = sorted(p for p in filters.providers if p.lower() not in {k.lower() for k in known})
         if unknown:
@@ -258,7 +258,7 @@ def _current_offers_sql(
     con: duckdb.DuckDBPyConnection, filters: OfferFilters, now: datetime
 ) -> tuple[str, list[Any]]:
     """The query of every current offer passing `filters`, with `price_age_hours`."""
-    if not relation_exists(con, "marts", "gpu_offers"):
+    if not relation_exists(con, "marts.gpu_offers"):
         raise AnswerError("no marts.gpu_offers yet; run `gpucost refresh` first")
     offers = (QUERIES_DIR / "current_offers.sql").read_text()
 
@@ -463,7 +463,7 @@ def price_intervals(
 
     from warehouse.marts import resolve_descriptions  # polars: history needs it, `prices` does not
 
-    if not relation_exists(con, "core", "offer_prices"):
+    if not relation_exists(con, "core.offer_prices"):
         raise AnswerError("no price history yet; run `gpucost refresh` first")
     check_filters(con, filters)
     frame = con.sql(_INTERVALS_SQL, params=[now, since]).pl()

@@ -214,11 +214,6 @@ def provider_url(source: str | None) -> str | None:
     return url + "/" if url and re.fullmatch(r"https?://[^/]+", url) else url
 
 
-def _exists(con: duckdb.DuckDBPyConnection, relation: str) -> bool:
-    schema, name = relation.split(".")
-    return relation_exists(con, schema, name)
-
-
 class ReportUnavailable(Exception):
     """The warehouse has no marts to build the page from yet."""
 
@@ -265,7 +260,7 @@ def fit_data(
     `jobs` rows are referred to by index (`job`) from `memory` and `runs`; each distinct offer is
     sent once in `offers` and referred to by index (`offer`) from `runs`.
     """
-    if not _exists(con, "marts.finetune_costs"):
+    if not relation_exists(con, "marts.finetune_costs"):
         return {"jobs": None, "memory": None, "offers": None, "runs": None, "top": top}
     jobs = _table(con.sql(query("fit_jobs")))
     job_index = {row[0]: i for i, row in enumerate(jobs["rows"])}
@@ -442,7 +437,7 @@ def report_data(
 ) -> dict[str, Any]:
     """Everything the page embeds, as JSON-ready values (offers marked unavailable now only with
     `include_unavailable`)."""
-    if not _exists(con, "marts.gpu_offers"):
+    if not relation_exists(con, "marts.gpu_offers"):
         raise ReportUnavailable("no marts to build the page from yet; run `gpucost refresh` first")
     sample = holds_sample_data(con)
     offers = con.execute("select count(*) from marts.gpu_offers").fetchall()[0][0]

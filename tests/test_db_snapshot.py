@@ -75,6 +75,19 @@ def test_relations_the_warehouse_lacks_are_left_out(warehouse):
         copy.close()
 
 
+def test_relation_exists_names_tables_and_views_by_their_qualified_name():
+    con = duckdb.connect()
+    con.execute("create schema marts")
+    con.execute("create table marts.t (x int)")
+    con.execute("create view marts.v as select * from marts.t")
+    assert db.relation_exists(con, "marts.t")
+    assert db.relation_exists(con, "marts.v")
+    # a name in the wrong schema, or no schema at all, is not there
+    assert not db.relation_exists(con, "core.t")
+    assert not db.relation_exists(con, "marts.missing")
+    con.close()
+
+
 def test_the_copy_is_its_own_database(warehouse):
     """Changes on either side after the copy do not reach the other."""
     copy = db.snapshot(warehouse, ["core.gpus"])

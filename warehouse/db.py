@@ -354,7 +354,7 @@ def snapshot(con: duckdb.DuckDBPyConnection, relations: Sequence[str]) -> duckdb
     try:
         for relation in relations:
             schema, name = relation.split(".")
-            if not relation_exists(con, schema, name):
+            if not relation_exists(con, relation):
                 continue
             columns = con.execute(
                 "select column_name, data_type from information_schema.columns "
@@ -377,8 +377,9 @@ def snapshot(con: duckdb.DuckDBPyConnection, relations: Sequence[str]) -> duckdb
     return copy
 
 
-def relation_exists(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
-    """Whether `schema.name` is a table or view of the database `con` reads."""
+def relation_exists(con: duckdb.DuckDBPyConnection, relation: str) -> bool:
+    """Whether `relation` ("schema.name") is a table or view of the database `con` reads."""
+    schema, name = relation.split(".")
     found = con.execute(
         "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
         [schema, name],

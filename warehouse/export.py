@@ -444,11 +444,6 @@ class Publication:
         return self.out_dir / MANIFEST
 
 
-def _exists(con: duckdb.DuckDBPyConnection, relation: str) -> bool:
-    schema, name = relation.split(".")
-    return relation_exists(con, schema, name)
-
-
 def latest_run_id(con: duckdb.DuckDBPyConnection) -> str | None:
     """The run that built the current marts (None for a warehouse without runs, as in tests)."""
     try:
@@ -581,7 +576,7 @@ def write_publication(
     written: list[tuple[Path, int]] = []
     for feed in feeds:
         wanted = [fmt for fmt in feed.formats if fmt in formats]
-        if not wanted or not _exists(con, feed.relation):
+        if not wanted or not relation_exists(con, feed.relation):
             continue
         query = feed.query(include_stale)
         rows = con.execute(f"select count(*) from ({query})").fetchall()[0][0]

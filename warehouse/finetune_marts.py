@@ -325,9 +325,9 @@ _NO_FACTS_SQL = "select null::varchar as provider, " + ", ".join(
 
 def provider_facts_sql(con: duckdb.DuckDBPyConnection) -> str:
     """A select of one row per provider with its bill facts (FACT_SCHEMA); no rows without the seed."""
-    if not relation_exists(con, "core", "provider_storage"):
+    if not relation_exists(con, "core.provider_storage"):
         return _NO_FACTS_SQL + " where false"
-    rates = _LATEST_RATES_SQL if relation_exists(con, "core", "fx_rates") else ""
+    rates = _LATEST_RATES_SQL if relation_exists(con, "core.fx_rates") else ""
     return _PROVIDER_FACTS_SQL.format(other_rates=rates)
 
 
@@ -378,7 +378,7 @@ OFFER_SCHEMA: dict[str, Any] = {
 
 def read_offers(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Current offers from marts.gpu_offers with what placing and pricing a job needs."""
-    if not relation_exists(con, "marts", "gpu_offers"):
+    if not relation_exists(con, "marts.gpu_offers"):
         raise WarehouseError("no marts.gpu_offers yet; run `gpucost refresh` first")
     return query_frame(con, offers_sql(con))
 
