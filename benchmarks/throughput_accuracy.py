@@ -259,18 +259,18 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         # a GPTQ-int4 base is named in the framework or notes ("GPTQ", "Int4 GPTQ checkpoint")
         quant="gptq" if "gptq" in f"{framework} {row['notes']}".lower() else "nf4-dq",
     )
+    link = row["intra_link"].strip().lower()
     gpu = _accelerator(
         tflops=float(spec["bf16_tflops"]),
         memory_bandwidth_gbps=_float(spec.get("memory_bandwidth_gbps")),
         architecture=spec.get("architecture"),
         vram_gb=_float(spec.get("vram_gb")),
         # intra_link "host": the source says its GPUs had no peer-to-peer (staged through host memory)
-        p2p=has_p2p(spec.get("model")) and row["intra_link"].strip().lower() != "host",
+        p2p=has_p2p(spec.get("model")) and link != "host",
         pcie_gen=int(spec["pcie_gen"]) if spec.get("pcie_gen") else None,
         sm_count=int(spec["sm_count"]) if spec.get("sm_count") else None,
         half_rate_accumulate=has_half_rate_accumulate(spec.get("model")),
     )
-    link = row["intra_link"].strip().lower()
     nvlink = _float(spec.get("nvlink_gbps")) or 0.0
     # seeds state NVLink bidirectionally (GB/s); a ring sees one direction; ×8 for Gb/s
     intra = nvlink / 2 * 8 if link == "nvlink" and nvlink else None
