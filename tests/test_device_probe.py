@@ -1,0 +1,254 @@
+"""benchmarks/device_probe.py: the pure helpers, and `compare` scoring a probe.json exactly as the
+throughput benchmark scores a row (the `measure` half needs torch and a GPU: it is run on the
+device machine, and smoke-run on CPU with --tiny by hand, see benchmarks/README.md)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from benchmarks import device_probe as dp
+from benchmarks.throughput_accuracy import EXTRA_CSV, load_gpus, predict, row_to_case
+from finetune import memory_per_gpu
+from warehouse.seed_models import load_models
+
+
+def _report(tiny: bool = False, device_name: str = "NVIDIA H100 80GB HBM3") -> dict:
+    """A probe.json in measure's shape, with round invented figures (not a measurement)."""
+    train = []
+    for i, job in enumerate(dp.JOBS):
+        step = 0.25 + 0.05 * i
+        tokens = job.seq_len * job.micro_batch
+        train.append(
+            {
+                **job.__dict__,
+                "precision": job.precision,
+                "steps": 8,
+                "error": None,
+                "step_s": [step] * 8,
+                "median_step_s": step,
+                "tokens_per_s": tokens / step,
+                "max_allocated_gb": 20.0 + i,
+                "max_reserved_gb": 22.0 + i,
+            }
+        )
+    # one job that failed on the device: reported, never scored
+    train[-2] = {**train[-2], "error": "OutOfMemoryError: CUDA out of memory", "tokens_per_s": None}
+    windows = [
+        {"t_s": 0.5 * (k + 1), "tflops": 790.0 - k, "sm_mhz": 1980.0 - 10 * k, "power_w": 690.0}
+        for k in range(10)
+    ]
+    return {
+        "probe_version": dp.PROBE_VERSION,
+        "started": "2026-12-06T12:00:00+00:00",
+        "env": {
+            "device": "cuda",
+            "device_name": device_name,
+            "torch": "2.11.0",
+            "transformers": "5.17.0",
+            "peft": "0.18.0",
+            "tiny": tiny,
+        },
+        "gemm": {
+            "shape": [8192] * 3,
+            "burst_best_tflops": 800.0,
+            "burst_median_tflops": 795.0,
+            "sustain_s": 5.0,
+            "tail_s": 2.5,
+            "windows": windows,
+            "sustained_tflops": dp.tail_median(windows, "tflops", 2.5),
+            "sustained_sm_mhz": dp.tail_median(windows, "sm_mhz", 2.5),
+            "sustained_power_w": 690.0,
+        },
+        "copy": {"bytes": dp.COPY_BYTES, "read_plus_write_gbps": 3000.0},
+        "train": train,
+    }
+
+
+def test_matmul_tflops_counts_two_flops_per_multiply_add():
+    # 8192³ in 1.39 ms is the ~790 TFLOP/s an H100 reaches on random data
+    assert dp.matmul_tflops(8192, 8192, 8192, 1.0) == pytest.approx(2 * 8192**3 / 1e12)
+    assert dp.matmul_tflops(8192, 8192, 8192, 1.3917e-3) == pytest.approx(790.0, rel=1e-3)
+    # shape order matters only through the product
+    assert dp.matmul_tflops(1024, 4096, 14336, 0.5) == dp.matmul_tflops(14336, 1024, 4096, 0.5)
+
+
+def test_tail_median_reads_only_the_last_seconds():
+    windows = [{"t_s": float(t), "tflops": 800.0 if t < 50 else 700.0} for t in range(1, 61)]
+    # the last 10 s ran at 700: the settled rate, not the first seconds' boost
+    assert dp.tail_median(windows, "tflops", 10.0) == 700.0
+    # the whole run: more windows at 800 than at 700
+    assert dp.tail_median(windows, "tflops", 60.0) == 800.0
+    assert dp.tail_median([], "tflops", 10.0) is None
+
+
+def test_tail_median_skips_missing_telemetry():
+    windows = [{"t_s": 1.0, "sm_mhz": None}, {"t_s": 2.0, "sm_mhz": 1755.0}, {"t_s": 3.0, "sm_mhz": None}]
+    assert dp.tail_median(windows, "sm_mhz", 5.0) == 1755.0
+    assert dp.tail_median([{"t_s": 1.0, "sm_mhz": None}], "sm_mhz", 5.0) is None
+
+
+def test_parse_smi_line_reads_clock_and_power_and_tolerates_na():
+    assert dp.parse_smi_line("1980, 698.52") == {"sm_mhz": 1980.0, "power_w": 698.52}
+    assert dp.parse_smi_line("1410, [N/A]") == {"sm_mhz": 1410.0, "power_w": None}
+    assert dp.parse_smi_line("") == {"sm_mhz": None, "power_w": None}
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100-SXM"),
+        ("NVIDIA H100 PCIe", "H100-PCIe"),
+        ("NVIDIA H100 NVL", "H100-NVL"),
+        ("NVIDIA H200", "H200-SXM"),
+        ("NVIDIA A100-SXM4-80GB", "A100-80GB-SXM"),
+        ("NVIDIA GeForce RTX 4090", "RTX4090"),
+        ("NVIDIA L40S", "L40S"),
+        ("Radeon Instinct MI300X", None),
+    ],
+)
+def test_gpu_for_device_maps_torch_names_to_seed_rows(name, gpu):
+    assert dp.gpu_for_device(name) == gpu
+
+
+def test_every_device_mapping_names_a_seeded_gpu():
+    gpus = load_gpus()
+    assert {gpu for _, gpu in dp.DEVICE_NAME_TO_GPU} <= set(gpus)
+
+
+def test_job_configs_match_the_seeded_models():
+    # the device builds each model from MODEL_CONFIGS; the comparison prices llm_models.csv's row:
+    # they must be the same architecture
+    models = load_models()
+    for name, cfg in dp.MODEL_CONFIGS.items():
+        spec = next(m for m in models.values() if m.model_id.endswith(name))
+        assert spec.hidden_size == cfg["hidden_size"]
+        assert spec.intermediate_size == cfg["intermediate_size"]
+        assert spec.layers == cfg["num_hidden_layers"]
+        assert spec.attention_heads == cfg["num_attention_heads"]
+        assert spec.kv_heads == cfg["num_key_value_heads"]
+        assert spec.vocab_size == cfg["vocab_size"]
+        assert spec.tied_embeddings == cfg["tie_word_embeddings"]
+
+
+def test_jobs_have_unique_ids_and_known_models():
+    ids = [j.id for j in dp.JOBS]
+    assert len(ids) == len(set(ids))
+    assert {j.model for j in dp.JOBS} <= set(dp.MODEL_CONFIGS)
+    # the issue's new-user case is among them: 8B LoRA at 2k × 1, SDPA, bf16 modules
+    assert dp.TrainJob("P01", "Llama-3.1-8B", "lora", 2048, 1) in dp.JOBS
+
+
+def test_precision_follows_the_module_dtype():
+    bf16 = dp.TrainJob("X", "Llama-3.1-8B", "lora", 2048, 1)
+    fp32 = dp.TrainJob("Y", "Llama-3.1-8B", "lora", 2048, 1, load_dtype="float32")
+    assert (bf16.precision, bf16.autocast) == ("bf16-pure", False)
+    assert (fp32.precision, fp32.autocast) == ("bf16-mixed", True)
+
+
+def test_probe_rows_have_the_extra_csv_columns_and_leave_out_failures():
+    rows = dp.probe_rows(_report(), "H100-SXM")
+    with EXTRA_CSV.open(newline="", encoding="utf-8") as f:
+        header = next(csv.reader(f))
+    assert all(list(r) == header for r in rows)
+    assert [r["id"] for r in rows] == [j.id for j in dp.JOBS if j.id != "P05"]
+    full = next(r for r in rows if r["method"] == "full")
+    assert full["lora_rank"] == "" and full["lora_targets"] == ""
+    # the benchmark reads a framework naming "compile" as compiled unless it says "no compile"
+    assert all("no compile" in r["framework"] for r in rows)
+
+
+def test_probe_rows_read_as_the_measured_jobs():
+    models, gpus = load_models(), load_gpus()
+    report = _report()
+    for row in dp.probe_rows(report, "H100-SXM"):
+        case = row_to_case(row, models, gpus)
+        assert case.skip_reason is None
+        assert case.job is not None and case.gpu is not None
+        res = next(r for r in report["train"] if r["id"] == row["id"])
+        assert (case.job.seq_len, case.job.micro_batch) == (res["seq_len"], res["micro_batch"])
+        assert case.job.method == res["method"] and case.job.precision == res["precision"]
+        assert case.job.compiled is False and case.job.kernels == "plain"
+        assert case.job.grad_checkpointing is True and case.job.optimizer_impl == "foreach"
+        assert case.n_gpus == 1 and case.gpu.tflops == 989.0
+        assert case.measured_tokens_per_s == pytest.approx(res["tokens_per_s"], abs=0.05)
+
+
+def test_job_overrides_set_what_the_columns_cannot_say():
+    assert dp._job_overrides({"attention": "sdpa", "load_dtype": "bfloat16"}) == {}
+    assert dp._job_overrides({"attention": "eager", "load_dtype": "bfloat16"}) == {"attention": "eager"}
+    assert dp._job_overrides({"attention": "sdpa", "load_dtype": "float32"}) == {
+        "mixed_precision": "autocast"
+    }
+
+
+def test_compare_prints_the_benchmarks_own_prediction(tmp_path: Path, capsys):
+    report = _report()
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps(report))
+    emitted = tmp_path / "rows.csv"
+    assert dp.main(["compare", str(probe), "--emit-rows", str(emitted)]) == 0
+    out = capsys.readouterr().out
+    models, gpus = load_models(), load_gpus()
+    for row in dp.probe_rows(report, "H100-SXM"):
+        res = next(r for r in report["train"] if r["id"] == row["id"])
+        case = row_to_case(row, models, gpus)
+        assert case.job is not None and case.model is not None
+        case = replace(case, job=replace(case.job, **dp._job_overrides(res)))
+        expected = predict(case)
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"| {row['id']} |"))
+        assert f"| {expected:,.0f} |" in line
+        assert f"{(expected / case.measured_tokens_per_s - 1) * 100:+.1f}" in line
+        assert f"/ {memory_per_gpu(case.model, case.job, 1).allocated_gb:.1f}" in line
+    # eager attention and autocast change the prediction: the overrides reach the model
+    p01 = next(ln for ln in out.splitlines() if ln.startswith("| P01 |"))
+    p03 = next(ln for ln in out.splitlines() if ln.startswith("| P03 |"))
+    p04 = next(ln for ln in out.splitlines() if ln.startswith("| P04 |"))
+    predicted = [float(ln.split("|")[4].replace(",", "")) for ln in (p01, p03, p04)]
+    assert predicted[1] < predicted[0] and predicted[2] < predicted[0]
+    # the failed job is listed with its error, not scored
+    assert "| P05 | failed on the device |" in out and "OutOfMemoryError" in out
+    # GEMM: burst and sustained against the rated 989 TFLOP/s, and their ratio
+    assert "| burst best (MAMF reading) | 800 | 80.9% |" in out
+    assert f"sustained / burst best = {report['gemm']['sustained_tflops'] / 800:.3f}" in out
+    assert "copy: 3000 GB/s read+write = 89.6% of 3350 GB/s" in out
+    with emitted.open(newline="", encoding="utf-8") as f:
+        assert [r["id"] for r in csv.DictReader(f)] == [j.id for j in dp.JOBS if j.id != "P05"]
+
+
+def test_compare_refuses_a_tiny_smoke_run(tmp_path: Path, capsys):
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps(_report(tiny=True)))
+    assert dp.main(["compare", str(probe)]) == 2
+    assert "--tiny CPU smoke run" in capsys.readouterr().err
+
+
+def test_compare_asks_for_gpu_when_the_device_is_unknown(tmp_path: Path, capsys):
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps(_report(device_name="Some Future GPU")))
+    assert dp.main(["compare", str(probe)]) == 2
+    assert "pass --gpu NAME" in capsys.readouterr().err
+    # named by hand, it is scored
+    assert dp.main(["compare", str(probe), "--gpu", "H200-SXM"]) == 0
+    assert "→ gpus.csv H200-SXM" in capsys.readouterr().out
+
+
+def test_measure_without_torch_says_where_to_run(monkeypatch, capsys, tmp_path: Path):
+    # this project's environment has no torch: measure must say so, not fail with a traceback
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch":
+            raise ImportError("No module named 'torch'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    assert dp.main(["measure", "--out", str(tmp_path)]) == 2
+    assert "device machine's python3" in capsys.readouterr().err
+    assert not (tmp_path / "probe.json").exists()
