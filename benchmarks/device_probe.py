@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import json
 import math
 import statistics
@@ -329,7 +330,10 @@ def measure_train(
     except Exception as exc:  # one job's failure (OOM, API drift) must not lose the rest
         result["error"] = f"{type(exc).__name__}: {exc}"[:500]
     finally:
+        # modules with checkpointing hooks hold reference cycles: collect them before the next
+        # model is built, or two 8B models (16-32 GB each) share the card
         del model, optimizer
+        gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
     return result
