@@ -371,7 +371,7 @@ def measure(args: argparse.Namespace) -> int:
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         env.update(
-            device_name=props.name, sm_count=props.multi_processor_count, memory_gb=props.total_memory / 1e9
+            device_name=props.name, sm_count=props.multi_processor_count, memory_bytes=props.total_memory
         )
     report: dict[str, Any] = {
         "probe_version": PROBE_VERSION,
@@ -413,24 +413,16 @@ def measure(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- compare (this side)
 
-# torch's device name → the gpus.csv row; checked in order, first match wins
-DEVICE_NAME_TO_GPU: tuple[tuple[str, str], ...] = (
-    ("H100 NVL", "H100-NVL"),
-    ("H100 PCIe", "H100-PCIe"),
-    ("H100", "H100-SXM"),
-    ("H200", "H200-SXM"),
-    ("A100-SXM4-80GB", "A100-80GB-SXM"),
-    ("A100-SXM4-40GB", "A100-40GB-SXM"),
-    ("L40S", "L40S"),
-    ("RTX 4090", "RTX4090"),
-)
 
+def gpu_for_device(name: str, memory_bytes: int | None = None) -> str | None:
+    """The gpus.csv row of torch's device name, by the catalogue's own alias table (the
+    nvidia-smi names are aliases there, e.g. "H100 80GB HBM3"); the card's memory, in GiB as
+    nvidia-smi reports it, picks among parts that share a name (H200 SXM / NVL)."""
+    from warehouse.hardware import HardwareCatalog
 
-def gpu_for_device(name: str) -> str | None:
-    for needle, gpu in DEVICE_NAME_TO_GPU:
-        if needle.lower() in name.lower():
-            return gpu
-    return None
+    gib = memory_bytes / 2**30 if memory_bytes else None
+    match = HardwareCatalog.load().resolve("", "", name, gib)
+    return match.gpu_name if match else None
 
 
 def probe_rows(report: dict[str, Any], gpu: str) -> list[dict[str, str]]:
@@ -513,7 +505,7 @@ def compare(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    gpu = args.gpu or gpu_for_device(env.get("device_name", ""))
+    gpu = args.gpu or gpu_for_device(env.get("device_name", ""), env.get("memory_bytes"))
     gpus = load_gpus()
     if gpu is None or gpu not in gpus:
         print(

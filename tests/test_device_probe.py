@@ -99,25 +99,32 @@ def test_parse_smi_line_reads_clock_and_power_and_tolerates_na():
 
 
 @pytest.mark.parametrize(
-    ("name", "gpu"),
+    ("name", "memory_bytes", "gpu"),
     [
-        ("NVIDIA H100 80GB HBM3", "H100-SXM"),
-        ("NVIDIA H100 PCIe", "H100-PCIe"),
-        ("NVIDIA H100 NVL", "H100-NVL"),
-        ("NVIDIA H200", "H200-SXM"),
-        ("NVIDIA A100-SXM4-80GB", "A100-80GB-SXM"),
-        ("NVIDIA GeForce RTX 4090", "RTX4090"),
-        ("NVIDIA L40S", "L40S"),
-        ("Radeon Instinct MI300X", None),
+        # torch's names and total_memory as the cards report them (81559 MiB on this workplace's H100)
+        ("NVIDIA H100 80GB HBM3", 81559 * 2**20, "H100-SXM"),
+        ("NVIDIA H100 PCIe", 81559 * 2**20, "H100-PCIe"),
+        ("NVIDIA H100 NVL", 95830 * 2**20, "H100-NVL"),
+        ("NVIDIA A100-SXM4-80GB", 81920 * 2**20, "A100-80GB-SXM"),
+        ("NVIDIA A100-SXM4-40GB", 40960 * 2**20, "A100-40GB-SXM"),
+        ("NVIDIA GeForce RTX 4090", 24564 * 2**20, "RTX4090"),
+        ("NVIDIA L40S", 46068 * 2**20, "L40S"),
+        ("Some Future GPU", None, None),
     ],
 )
-def test_gpu_for_device_maps_torch_names_to_seed_rows(name, gpu):
-    assert dp.gpu_for_device(name) == gpu
+def test_gpu_for_device_resolves_through_the_catalogue(name, memory_bytes, gpu):
+    assert dp.gpu_for_device(name, memory_bytes) == gpu
 
 
-def test_every_device_mapping_names_a_seeded_gpu():
-    gpus = load_gpus()
-    assert {gpu for _, gpu in dp.DEVICE_NAME_TO_GPU} <= set(gpus)
+def test_gpu_for_device_agrees_with_the_connectors_resolution():
+    # one mechanism: the probe asks the same HardwareCatalog.resolve the connectors use
+    from warehouse.hardware import HardwareCatalog
+
+    catalog = HardwareCatalog.load()
+    for name, gib in (("NVIDIA H200", 140.4), ("NVIDIA H100 80GB HBM3", 79.6)):
+        match = catalog.resolve("", "", name, gib)
+        assert match is not None
+        assert dp.gpu_for_device(name, round(gib * 2**30)) == match.gpu_name
 
 
 def test_job_configs_match_the_seeded_models():
