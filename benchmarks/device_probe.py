@@ -109,9 +109,11 @@ class TrainJob:
 
     @property
     def precision(self) -> str:
-        # bf16 modules and optimizer states in the parameters' dtype: "bf16-pure" (as the PEFT
-        # method-comparison rows, run with use_amp false); fp32 modules under autocast: bf16-mixed
-        return "bf16-mixed" if self.autocast else "bf16-pure"
+        # fp32 modules under autocast: bf16-mixed. bf16 modules: full fine-tuning keeps its
+        # optimizer states in bf16 ("bf16-pure"), while get_peft_model keeps the adapters (and so
+        # their AdamW states) in fp32 over a bf16 base (autocast_adapter_dtype=True, its default):
+        # bf16-mixed LoRA, whose adapters run in fp32 (finetune.job.Job.fp32_adapters)
+        return "bf16-mixed" if self.autocast or self.method == "lora" else "bf16-pure"
 
 
 JOBS: tuple[TrainJob, ...] = (
@@ -488,6 +490,9 @@ def _job_overrides(res: dict[str, Any]) -> dict[str, object]:
         overrides["attention"] = "eager"
     if res["load_dtype"] == "float32":
         overrides["mixed_precision"] = "autocast"
+    elif res["method"] == "lora":
+        # bf16 modules, PEFT's fp32 adapters and no autocast: the probe's plain loop
+        overrides["mixed_precision"] = "none"
     return overrides
 
 

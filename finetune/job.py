@@ -60,8 +60,12 @@ TrainEmbeddings = Literal["off", "head", "embed+head"]
 # the modules stay fp32 and torch.autocast casts each matmul's operands to bf16 ("CUDA Ops that
 # can autocast to float16/bfloat16": matmul, linear…; other ops run in the widest input type, torch
 # docs "Automatic Mixed Precision package - torch.amp"), so the residual stream, the norm outputs
-# and the checkpointed layer inputs stay fp32 (4 B per element instead of 2).
-MixedPrecision = Literal["fsdp", "autocast"]
+# and the checkpointed layer inputs stay fp32 (4 B per element instead of 2). none: bf16 modules as
+# loaded and no autocast at all (a plain training loop): PEFT's fp32 adapters then compute in fp32
+# (`Job.fp32_adapters`). Under fsdp on one GPU or DDP, the HF Trainer's bf16=True runs autocast
+# over the bf16 modules, which casts PEFT's fp32-cast adapter inputs back to bf16
+# (`Job.adapter_input_round_trip`).
+MixedPrecision = Literal["fsdp", "autocast", "none"]
 
 # LoRA dropout by recipe when the job does not say: PEFT's LoraConfig and torchtune default to 0
 # (nn.Identity, no copy); the QLoRA reference scripts (artidoro/qlora scripts/finetune_guanaco_7b.sh)
@@ -183,6 +187,11 @@ class Job:
             raise ValueError(
                 "lora_in_fsdp_units places LoRA adapters in FSDP units: use method='lora' or 'qlora'"
             )
+        if self.mixed_precision == "none" and self.precision != "bf16-mixed":
+            raise ValueError(
+                "mixed_precision='none' describes bf16 modules with PEFT's fp32 adapters (a plain loop, no "
+                "autocast): it needs precision='bf16-mixed' (bf16-pure keeps the adapters in bf16)"
+            )
         if self.mixed_precision == "autocast" and self.precision != "bf16-mixed":
             raise ValueError(
                 "mixed_precision='autocast' keeps fp32 modules under torch.autocast: it needs "
@@ -213,6 +222,40 @@ class Job:
         if self.method == "full":
             return 0.0
         return DEFAULT_LORA_DROPOUT[self.method] if self.lora_dropout is None else self.lora_dropout
+
+    @property
+    def fp32_adapters(self) -> bool:
+        """Whether each LoRA-adapted linear runs its adapter in fp32, eager (`mixed_precision`
+        none): PEFT keeps adapters in fp32 over a bf16 base (get_peft_model's
+        autocast_adapter_dtype=True, the default, which is the bf16-mixed LoRA of this model) and,
+        with no autocast, casts each adapter's input to fp32 and the sum back to bf16
+        (peft/tuners/lora/layer.py Linear.forward, bnb.py Linear4bit.forward). Not under sharding
+        (FSDP MixedPrecision and DeepSpeed's bf16 engine cast the adapters to bf16 for compute),
+        fused kernels or torch.compile."""
+        return (
+            self.method != "full"
+            and self.precision == "bf16-mixed"
+            and self.mixed_precision == "none"
+            and self.sharding == "none"
+            and self.kernels == "plain"
+            and not self.compiled
+        )
+
+    @property
+    def adapter_input_round_trip(self) -> bool:
+        """Whether each LoRA-adapted linear casts its bf16 input to fp32 and autocast casts it back
+        to bf16 (bf16 modules under the HF Trainer's autocast, bf16=True: `mixed_precision` fsdp on
+        one GPU or DDP): lora.Linear.forward casts the input to its fp32 adapter's dtype whatever
+        autocast does. bitsandbytes' Linear4bit skips that cast under autocast
+        (`requires_conversion = not torch.is_autocast_enabled()`), so QLoRA pays nothing."""
+        return (
+            self.method == "lora"
+            and self.precision == "bf16-mixed"
+            and self.mixed_precision == "fsdp"
+            and self.sharding == "none"
+            and self.kernels == "plain"
+            and not self.compiled
+        )
 
 
 class OutsideModelError(ValueError):

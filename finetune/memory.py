@@ -594,6 +594,16 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
     if model.is_moe and model.experts_per_token:
         mlp = model.experts_per_token * (mlp + 2 * h)
     dropout = 3.0 * _adapted_linear_inputs(model, job) if job.dropout > 0 else 0.0
+    if job.fp32_adapters or job.adapter_input_round_trip:
+        # PEFT casts the input of each adapted linear to its fp32 adapter's dtype, so lora_A keeps
+        # a copy of its own (q, k and v each one): fp32 without autocast (4·d_in), or autocast's
+        # bf16 cast of it under the HF Trainer (2·d_in); plus dropout's 1-byte mask when on (its
+        # output is what lora_A keeps). A frozen bf16 base then keeps none of the shared bf16
+        # inputs the adapters needed; bitsandbytes' 4-bit base still keeps its own.
+        own = FP32_BYTES if job.fp32_adapters else BF16_BYTES
+        kept = (own + (1.0 if job.dropout > 0 else 0.0)) * _adapted_linear_inputs(model, job)
+        shared = 0.0 if saves_inputs else qkv_in + mlp_in
+        return float(norms + qkv_in + attn + mlp) - shared + kept
     return float(norms + qkv_in + attn + mlp) + dropout
 
 

@@ -199,6 +199,35 @@ GPTQ_INPUT_CAST_BYTES = 4.0
 AUTOCAST_CAST_BYTES = 6.0
 # Ops one autocast linear call adds to eager dispatch: the weight cast and the input cast.
 AUTOCAST_OPS_PER_LINEAR = 2
+# PEFT keeps LoRA adapters in fp32 under a bf16 base (get_peft_model's autocast_adapter_dtype=True,
+# the default: "cast adapter weights using float16 and bfloat16 to float32"), which is what the
+# bf16-mixed memory model counts (4 B per adapter weight). Eager and without autocast, each adapted
+# linear then runs its adapter in fp32 (huggingface/peft src/peft/tuners/lora/layer.py
+# Linear.forward and bnb.py Linear4bit.forward, via LoraLayer._cast_input_dtype):
+# x.to(fp32) reads 2 and writes 4 per input element, and lora_A reads the fp32 copy (4): 10 per
+# d_in, against 2 for a bf16 adapter; dropout, when on, copies fp32 (read 4, write 4, mask 1): 9.
+# lora.Linear: lora_B writes fp32 (4), `* scaling` reads 4 and writes 4, `result + ·` reads the
+# bf16 result and the fp32 branch and writes fp32 (2 + 4 + 4), `result.to(bf16)` reads 4 and
+# writes 2: 28 per d_out. bnb Linear4bit: result.clone() (2 + 2), lora_B writes fp32 (4),
+# `* scaling` (4 + 4), `output.to(bf16)` (4 + 2), `result + output` in bf16 (2 + 2 + 2): 28.
+# Nothing of this runs where the adapters are cast to bf16 for compute: FSDP's MixedPrecision
+# (param_dtype bf16), DeepSpeed's bf16 engine (module.bfloat16()), compiled or fused stacks.
+FP32_ADAPTER_IN_BYTES = 10
+FP32_ADAPTER_DROPOUT_BYTES = 9
+FP32_ADAPTER_OUT_BYTES = 28
+# Their backward moves about what their forward moved, op by op: each cast's backward casts the
+# gradient back (the same 6), the scaling's multiplies it (8), the add's passes it on and casts the
+# bf16 side's (6), and lora_B's two backward GEMMs read the fp32 gradient (4 + 4): 28 per d_out;
+# lora_A's input gradient is written in fp32 and cast back, and its weight gradient reads the fp32
+# input (about 10 per d_in against the forward's 8). So 1×, not ELEMENTWISE_BACKWARD_RATIO.
+FP32_ADAPTER_BACKWARD_RATIO = 1.0
+# the input cast and the output cast (lora.Linear's result.to, bnb's output.to; bnb's clone besides)
+FP32_ADAPTER_OPS = 2
+# bf16 modules under the HF Trainer's autocast (Job.adapter_input_round_trip): lora.Linear still
+# casts its bf16 input to the fp32 adapter's dtype (read 2, write 4) and autocast casts it back to
+# bf16 for lora_A (read 4, write 2), AUTOCAST_CAST_BYTES each way: 12 per d_in; the branch runs in
+# bf16. Backward casts the input gradient the same two ways (1×). Two ops: the two casts.
+ROUND_TRIP_BYTES = 2 * AUTOCAST_CAST_BYTES
 # NCCL ring collectives reach ~75 % of link bandwidth (nccl-tests busbw on NVLink and InfiniBand).
 COMM_EFFICIENCY = 0.75
 # PCIe x16, per direction, GB/s, by generation (PCI-SIG: 8/16/32/64 GT/s per lane, 128b/130b).
@@ -575,14 +604,41 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
         act = experts * (10 if model.gated_mlp else 4) * inter
         adapter_out, dropout_in = 10, 5
     total = float(norms_and_residuals + rotary + layout + act)
-    if job.method != "full":
-        linears = [(h, q), (h, kv)] if job.lora_targets == "qv" else [(h, q), (h, kv), (h, kv), (q, h)]
-        if job.lora_targets == "all-linear":
-            mlp = [(h, inter), (h, inter), (inter, h)] if model.gated_mlp else [(h, inter), (inter, h)]
-            linears += mlp * experts
-        for d_in, d_out in linears:
-            total += 2 * d_in + adapter_out * d_out + (dropout_in * d_in if job.dropout > 0 else 0)
+    for d_in, d_out in _adapted_linears(model, job):
+        total += 2 * d_in + adapter_out * d_out + (dropout_in * d_in if job.dropout > 0 else 0)
     return total
+
+
+def _adapted_linears(model: ModelSpec, job: Job) -> list[tuple[int, int]]:
+    """(d_in, d_out) of one layer's LoRA-adapted linears (none for full fine-tuning)."""
+    if job.method == "full":
+        return []
+    h, inter = model.hidden_size, model.intermediate_size
+    q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
+    experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
+    linears = [(h, q), (h, kv)] if job.lora_targets == "qv" else [(h, q), (h, kv), (h, kv), (q, h)]
+    if job.lora_targets == "all-linear":
+        mlp = [(h, inter), (h, inter), (inter, h)] if model.gated_mlp else [(h, inter), (inter, h)]
+        linears += mlp * experts
+    return linears
+
+
+def _fp32_adapter_bytes_per_token(model: ModelSpec, job: Job) -> float:
+    """Forward bytes per token that one layer's fp32 adapters move beyond the bf16 adapters
+    `_elementwise_bytes_per_token` counts (eager plain: 2·d_in + 10·d_out, 5·d_in for dropout):
+    the fp32 branch without autocast (`Job.fp32_adapters`, FP32_ADAPTER_*), or the input's cast
+    to fp32 and back under the HF Trainer's autocast (`Job.adapter_input_round_trip`,
+    ROUND_TRIP_BYTES); 0 where the adapters compute in bf16."""
+    if job.adapter_input_round_trip:
+        return ROUND_TRIP_BYTES * sum(d_in for d_in, _ in _adapted_linears(model, job))
+    if not job.fp32_adapters:
+        return 0.0
+    extra = 0.0
+    for d_in, d_out in _adapted_linears(model, job):
+        extra += (FP32_ADAPTER_IN_BYTES - 2) * d_in + (FP32_ADAPTER_OUT_BYTES - 10) * d_out
+        if job.dropout > 0:
+            extra += (FP32_ADAPTER_DROPOUT_BYTES - 5) * d_in
+    return extra
 
 
 def _autocast_elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
@@ -804,6 +860,12 @@ def step_time(
     per_token = _elementwise_bytes_per_token(model, job) + _autocast_elementwise_bytes_per_token(model, job)
     elementwise = per_token * model.layers * tokens
     elementwise *= fwd_passes + ELEMENTWISE_BACKWARD_RATIO
+    elementwise += (
+        _fp32_adapter_bytes_per_token(model, job)
+        * model.layers
+        * tokens
+        * (fwd_passes + FP32_ADAPTER_BACKWARD_RATIO)
+    )
     elementwise_s = (elementwise + _autocast_weight_cast_bytes(model, job)) / bw
 
     loss = loss_impl(job)
@@ -835,6 +897,8 @@ def step_time(
         fused = job.kernels == "fused"
         per_layer = FUSED_OPS_PER_LAYER_FORWARD if fused else OPS_PER_LAYER_FORWARD
         per_adapter = FUSED_OPS_PER_ADAPTER if fused else OPS_PER_ADAPTER
+        if job.fp32_adapters or job.adapter_input_round_trip:
+            per_adapter += FP32_ADAPTER_OPS
         ops_fwd = per_layer * model.layers + per_adapter * _n_adapters(model, job)
         if job.mixed_precision == "autocast":
             ops_fwd += AUTOCAST_OPS_PER_LINEAR * (

@@ -456,8 +456,10 @@ MixedPrecisionChoice = _choices("MixedPrecisionChoice", MixedPrecision)
 MixedPrecisionOpt = Annotated[
     MixedPrecisionChoice,
     typer.Option(
-        help="bf16-mixed via bf16 modules (fsdp: FSDP MixedPrecision, DeepSpeed, HF bf16 load) or "
-        "torch.autocast over fp32 modules (fp32 weights, residual stream and checkpoints)."
+        help="bf16-mixed via bf16 modules (fsdp: FSDP MixedPrecision, DeepSpeed, HF bf16 load with "
+        "the Trainer's autocast), torch.autocast over fp32 modules (fp32 weights, residual stream "
+        "and checkpoints), or none: bf16 modules and no autocast (a plain loop; PEFT's fp32 "
+        "adapters compute in fp32)."
     ),
 ]
 QuantizeHeadOpt = Annotated[

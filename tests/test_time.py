@@ -57,7 +57,10 @@ def test_a100_reaches_a_higher_share_of_peak_than_h100() -> None:
 
 
 def test_qlora_dequantization_is_a_per_step_cost() -> None:
-    lora = Job(method="lora", seq_len=512, micro_batch=1, lora_dropout=0.0)
+    # bf16 adapters on both sides (FSDP/DeepSpeed-style bf16 compute), so that dequantization is
+    # the only difference: under the HF Trainer's autocast a LoRA linear casts its input to the
+    # fp32 adapter and back, which bitsandbytes' QLoRA linear skips (test_time_fp32_adapters)
+    lora = Job(method="lora", seq_len=512, micro_batch=1, lora_dropout=0.0, precision="bf16-pure")
     qlora = replace(lora, method="qlora")
     small = step_time(LLAMA_8B, qlora, A100, 1, None, True)
     large = step_time(LLAMA_8B, replace(qlora, micro_batch=16), A100, 1, None, True)

@@ -15,6 +15,7 @@ from finetune.time import (
     AUTOCAST_OPS_PER_LINEAR,
     BACKWARD_OPS_RATIO,
     DISPATCH_SECONDS_PER_OP,
+    FP32_ADAPTER_OPS,
     _autocast_elementwise_bytes_per_token,
     _autocast_weight_cast_bytes,
     _linears_per_layer,
@@ -37,6 +38,18 @@ def _tps(job: Job) -> float:
 def test_autocast_over_fp32_modules_is_slower_than_bf16_modules(method: str) -> None:
     bf16 = Job(method=method, seq_len=2048, micro_batch=1, grad_checkpointing=True)
     assert _tps(replace(bf16, mixed_precision="autocast")) < _tps(bf16)
+
+
+def test_fp32_modules_cost_per_step_where_fp32_adapters_cost_per_token() -> None:
+    # autocast over fp32 modules casts every weight once per pass (a per-step cost); a bf16 base
+    # running PEFT's fp32 adapters without autocast casts every adapter's input and output (a
+    # per-token cost): the first is dearer at a short step, the second at a long one
+    short = Job(method="lora", seq_len=512, micro_batch=1, grad_checkpointing=True)
+    long = replace(short, seq_len=8192, micro_batch=4)
+    for job, autocast_slower in ((short, True), (long, False)):
+        fp32_modules = _tps(replace(job, mixed_precision="autocast"))
+        fp32_adapters = _tps(replace(job, mixed_precision="none"))
+        assert (fp32_modules < fp32_adapters) is autocast_slower
 
 
 def test_bf16_modules_pay_no_autocast_term() -> None:
@@ -92,7 +105,15 @@ def test_autocast_dispatches_two_casts_per_linear_call() -> None:
     cast = step_time(LLAMA_8B, replace(job, mixed_precision="autocast"), H100, 1, None, True)
     linears = _linears_per_layer(LLAMA_8B) * LLAMA_8B.layers + _n_adapters(LLAMA_8B, job)
     extra = AUTOCAST_OPS_PER_LINEAR * linears * (1 + BACKWARD_OPS_RATIO) * DISPATCH_SECONDS_PER_OP
-    assert cast.dispatch_s - plain.dispatch_s == pytest.approx(extra)
+    # the bf16-module job's adapters cast their input to fp32 and back (HF Trainer autocast over
+    # bf16 modules): two ops per adapter that fp32 modules, whose stream is fp32 already, skip
+    round_trip = (
+        FP32_ADAPTER_OPS * _n_adapters(LLAMA_8B, job) * (1 + BACKWARD_OPS_RATIO) * DISPATCH_SECONDS_PER_OP
+    )
+    assert (
+        job.adapter_input_round_trip and not replace(job, mixed_precision="autocast").adapter_input_round_trip
+    )
+    assert cast.dispatch_s - plain.dispatch_s == pytest.approx(extra - round_trip)
 
 
 def test_autocast_needs_bf16_mixed() -> None:
