@@ -275,8 +275,18 @@ runner = CliRunner()
 T0 = datetime(2026, 11, 29, 12, tzinfo=UTC)
 EUR_USD = 1.1
 L40S = {"gpu_name_raw": "L40S", "gpu_count": 1.0, "gpu_memory_gb_raw": 48.0}
-# about 2,000 GPU-hours of Qwen2.5-7B LoRA on one L40S
-LONG = ["estimate", "--model", "Qwen2.5-7B", "--method", "lora", "--tokens", "20B", "--download", "none"]
+# Qwen2.5-7B LoRA on one L40S, sized by `_long_run` to two whole months and a part under the cap
+JOB = ["estimate", "--model", "Qwen2.5-7B", "--method", "lora", "--download", "none"]
+
+
+def _long_run() -> list[str]:
+    """The estimate command for a run of two 730-hour months plus half the hours the cap buys (about
+    1,770 h), whatever the time model's speed: scaled from the hours of a 1B-token run."""
+    probe = runner.invoke(app, [*JOB, "--tokens", "1B", "--json"])
+    assert probe.exit_code == 0, probe.output
+    hours_per_billion = json.loads(probe.output)[0]["estimated_hours"]
+    target = 2 * 730 + CAP / PRICE / 2
+    return [*JOB, "--tokens", f"{round(target / hours_per_billion * 1000)}M"]
 
 
 @pytest.fixture
@@ -318,8 +328,9 @@ def test_the_cap_reaches_the_offers_mart_in_its_currency_and_in_usd(home: Path) 
     assert (cap, cap_usd) == (CAP, pytest.approx(CAP * EUR_USD))
 
 
-def test_estimate_bills_a_2000_hour_run_at_the_cap(home: Path) -> None:
-    result = runner.invoke(app, [*LONG, "--json"])
+def test_estimate_bills_a_run_past_two_months_at_the_cap(home: Path) -> None:
+    long = _long_run()
+    result = runner.invoke(app, [*long, "--json"])
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.output)
     hours, price, cap = row["estimated_hours"], PRICE * EUR_USD, CAP * EUR_USD
@@ -328,10 +339,10 @@ def test_estimate_bills_a_2000_hour_run_at_the_cap(home: Path) -> None:
     assert row["compute_usd"] == pytest.approx(2 * cap + rest * price)
     assert row["compute_usd"] < billed_hours(hours, "hour") * price  # what the hourly rate alone bills
     assert row["fees_usd"] == pytest.approx(209.0 * EUR_USD)
-    # the run's own cost is the capped compute too, not 2,000-odd hours at the hourly rate
+    # the run's own cost is the capped compute too, not 1,700-odd hours at the hourly rate
     assert row["cost_usd"] == pytest.approx(row["compute_usd"])
     assert row["billing_rule"] == "€0.34/h, at most €212.30/month + €209.00 set-up, billed per hour"
-    bill = runner.invoke(app, [*LONG, "--bill"])
+    bill = runner.invoke(app, [*long, "--bill"])
     assert bill.exit_code == 0, bill.output
     assert f"{row['compute_usd']:.2f}" in bill.output
     assert "at most €212.30/month" in " ".join(bill.output.split())
