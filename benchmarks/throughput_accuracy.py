@@ -64,16 +64,14 @@ PADDED_MAX = re.compile(r"padded to the longest sample \(max (\d+)\)")
 # length": each run of batch_size × 20 samples is sorted by length, then cut into batches
 # (huggingface/peft @5d602fdb; the same code since the suite's first commit, 41921013, 2025-03-27).
 LENGTH_BUCKETED_SOURCES: dict[str, int] = {"peft-method-comparison": 20}
-# source → why its LoRA rows trained fp32 adapters over a bf16 base, where the rows' `precision`
+# sources whose LoRA rows trained fp32 adapters over a bf16 base, where the rows' `precision`
 # says only "bf16-pure" (the base's dtype). peft-method-comparison: every results JSON's
 # run_info.train_config has "dtype": "bfloat16", "use_amp": false, "autocast_adapter_dtype": true,
 # and utils.get_model passes it to get_peft_model, which then casts the adapters to float32
 # (huggingface/peft @5d602fdb); no autocast, so each adapter runs in fp32 (finetune.time
 # FP32_ADAPTER_*). That is this model's bf16-mixed LoRA (fp32 adapters and AdamW states) with
 # mixed_precision "none" (bf16 modules, no autocast).
-FP32_ADAPTER_SOURCES: dict[str, str] = {
-    "peft-method-comparison": "train_config dtype bfloat16, use_amp false, autocast_adapter_dtype true",
-}
+FP32_ADAPTER_SOURCES = frozenset({"peft-method-comparison"})
 # Not read as padded, on purpose: torchtune-readme-2024-07 (the table of pytorch/torchtune#955,
 # 2024-05-09, unchanged at 0057fe7c) keeps its stated "Seq Length" as every sequence's length.
 # Its recipe configs load unpacked alpaca (recipes/configs/llama2: alpaca_cleaned_dataset in

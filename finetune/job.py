@@ -232,14 +232,7 @@ class Job:
         (peft/tuners/lora/layer.py Linear.forward, bnb.py Linear4bit.forward). Not under sharding
         (FSDP MixedPrecision and DeepSpeed's bf16 engine cast the adapters to bf16 for compute),
         fused kernels or torch.compile."""
-        return (
-            self.method != "full"
-            and self.precision == "bf16-mixed"
-            and self.mixed_precision == "none"
-            and self.sharding == "none"
-            and self.kernels == "plain"
-            and not self.compiled
-        )
+        return self._eager_unsharded_fp32_adapters and self.mixed_precision == "none"
 
     @property
     def adapter_input_round_trip(self) -> bool:
@@ -249,9 +242,16 @@ class Job:
         autocast does. bitsandbytes' Linear4bit skips that cast under autocast
         (`requires_conversion = not torch.is_autocast_enabled()`), so QLoRA pays nothing."""
         return (
-            self.method == "lora"
+            self._eager_unsharded_fp32_adapters and self.method == "lora" and self.mixed_precision == "fsdp"
+        )
+
+    @property
+    def _eager_unsharded_fp32_adapters(self) -> bool:
+        """PEFT's fp32 adapters (bf16-mixed LoRA/QLoRA) in an eager, unfused, unsharded job: the
+        jobs in which nothing but the adapter's own code decides its dtype."""
+        return (
+            self.method != "full"
             and self.precision == "bf16-mixed"
-            and self.mixed_precision == "fsdp"
             and self.sharding == "none"
             and self.kernels == "plain"
             and not self.compiled

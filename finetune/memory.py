@@ -522,17 +522,27 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
 # --- Activations -------------------------------------------------------------------------------
 
 
+def adapted_linears(model: ModelSpec, job: Job) -> list[tuple[int, int]]:
+    """(d_in, d_out) of one layer's LoRA-adapted linears (none for full fine-tuning): q and v;
+    q, k, v and o (o reads the attention output, a·d); all-linear adds the MLP's, per routed
+    expert."""
+    if job.method == "full":
+        return []
+    h, inter = model.hidden_size, model.intermediate_size
+    q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
+    if job.lora_targets == "qv":
+        return [(h, q), (h, kv)]
+    linears = [(h, q), (h, kv), (h, kv), (q, h)]
+    if job.lora_targets == "all-linear":
+        experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
+        mlp = [(h, inter), (h, inter), (inter, h)] if model.gated_mlp else [(h, inter), (inter, h)]
+        linears += mlp * experts
+    return linears
+
+
 def _adapted_linear_inputs(model: ModelSpec, job: Job) -> float:
     """Sum of d_in over the LoRA-adapted linears of one layer (what LoRA dropout copies)."""
-    h = model.hidden_size
-    if job.lora_targets == "qv":
-        return float(2 * h)
-    attn = 3 * h + model.attention_heads * model.head_dim_  # q, k, v read h; o reads a·d
-    if job.lora_targets == "attention":
-        return float(attn)
-    experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
-    mlp = (2 * h if model.gated_mlp else h) + model.intermediate_size
-    return float(attn + experts * mlp)
+    return float(sum(d_in for d_in, _ in adapted_linears(model, job)))
 
 
 def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) -> float:

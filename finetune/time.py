@@ -86,6 +86,7 @@ from finetune.memory import (
     _copy_bytes_per_param,
     _frozen_weight_bytes,
     _module_bytes,
+    adapted_linears,
     adapter_params,
     embedding_copy_params,
     memory_per_gpu,
@@ -604,23 +605,9 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
         act = experts * (10 if model.gated_mlp else 4) * inter
         adapter_out, dropout_in = 10, 5
     total = float(norms_and_residuals + rotary + layout + act)
-    for d_in, d_out in _adapted_linears(model, job):
+    for d_in, d_out in adapted_linears(model, job):
         total += 2 * d_in + adapter_out * d_out + (dropout_in * d_in if job.dropout > 0 else 0)
     return total
-
-
-def _adapted_linears(model: ModelSpec, job: Job) -> list[tuple[int, int]]:
-    """(d_in, d_out) of one layer's LoRA-adapted linears (none for full fine-tuning)."""
-    if job.method == "full":
-        return []
-    h, inter = model.hidden_size, model.intermediate_size
-    q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
-    experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
-    linears = [(h, q), (h, kv)] if job.lora_targets == "qv" else [(h, q), (h, kv), (h, kv), (q, h)]
-    if job.lora_targets == "all-linear":
-        mlp = [(h, inter), (h, inter), (inter, h)] if model.gated_mlp else [(h, inter), (inter, h)]
-        linears += mlp * experts
-    return linears
 
 
 def _fp32_adapter_bytes_per_token(model: ModelSpec, job: Job) -> float:
@@ -630,11 +617,11 @@ def _fp32_adapter_bytes_per_token(model: ModelSpec, job: Job) -> float:
     to fp32 and back under the HF Trainer's autocast (`Job.adapter_input_round_trip`,
     ROUND_TRIP_BYTES); 0 where the adapters compute in bf16."""
     if job.adapter_input_round_trip:
-        return ROUND_TRIP_BYTES * sum(d_in for d_in, _ in _adapted_linears(model, job))
+        return ROUND_TRIP_BYTES * sum(d_in for d_in, _ in adapted_linears(model, job))
     if not job.fp32_adapters:
         return 0.0
     extra = 0.0
-    for d_in, d_out in _adapted_linears(model, job):
+    for d_in, d_out in adapted_linears(model, job):
         extra += (FP32_ADAPTER_IN_BYTES - 2) * d_in + (FP32_ADAPTER_OUT_BYTES - 10) * d_out
         if job.dropout > 0:
             extra += (FP32_ADAPTER_DROPOUT_BYTES - 5) * d_in
@@ -709,13 +696,7 @@ def _linear_input_elements_per_token(model: ModelSpec) -> float:
 
 
 def _n_adapters(model: ModelSpec, job: Job) -> int:
-    if job.method == "full":
-        return 0
-    per_layer = 2 if job.lora_targets == "qv" else 4
-    if job.lora_targets == "all-linear":
-        experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
-        per_layer += (3 if model.gated_mlp else 2) * experts
-    return per_layer * model.layers
+    return len(adapted_linears(model, job)) * model.layers
 
 
 def _frozen_weight_read_bytes(model: ModelSpec, job: Job) -> float:
