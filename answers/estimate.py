@@ -476,6 +476,7 @@ def stated_offer(gpu: GpuSpec, hw: StatedHardware) -> dict[str, Any]:
         "memory_bandwidth_gbps": gpu.memory_bandwidth_gbps,
         "architecture": gpu.architecture,
         "sm_count": gpu.sm_count,
+        "matmul_tflops": gpu.matmul_tflops,
         "gpu_model": gpu.model,
         "billing_granularity": "per_second",
         "minimum_charge_seconds": None,

@@ -282,6 +282,9 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         pcie_gen=int(spec["pcie_gen"]) if spec.get("pcie_gen") else None,
         sm_count=int(spec["sm_count"]) if spec.get("sm_count") else None,
         half_rate_accumulate=has_half_rate_accumulate(spec.get("model")),
+        matmul_share=float(spec["matmul_tflops"]) / float(spec["bf16_tflops"])
+        if spec.get("matmul_tflops")
+        else None,
     )
     nvlink = _float(spec.get("nvlink_gbps")) or 0.0
     # seeds state NVLink bidirectionally (GB/s); a ring sees one direction; ×8 for Gb/s

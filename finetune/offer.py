@@ -196,6 +196,7 @@ def hardware_of(row: Mapping[str, Any]) -> Hardware:
         p2p=has_p2p(row["gpu_model"]) and row["intra_node_interconnect"] != HOST_STAGED,
         pcie_gen=row["pcie_gen"],
         sm_count=row.get("sm_count"),
+        matmul_tflops=row.get("matmul_tflops"),
         half_rate_accumulate=has_half_rate_accumulate(row["gpu_model"]),
     )
 

@@ -107,6 +107,7 @@ class Hardware:
     pcie_gen: int | None = None
     sm_count: int | None = None  # streaming multiprocessors of a whole GPU (GEMM waves)
     half_rate_accumulate: bool = False  # True for GeForce: bf16 with FP32 accumulation at half rate
+    matmul_tflops: float | None = None  # measured large bf16 matmul rate of a whole GPU (MAMF)
 
     @property
     def gpus_per_node(self) -> int:
@@ -290,6 +291,8 @@ def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobM
         pcie_gen=hw.pcie_gen,
         # a slice's SMs are not its share of the whole GPU's (MIG): flat GEMM efficiency there
         sm_count=hw.sm_count if hw.gpu_count >= 1 else None,
+        # a share of the part's own peak, so it holds for a MIG slice's share of the rate too
+        matmul_share=hw.matmul_tflops / hw.tensor_tflops if hw.matmul_tflops and hw.tensor_tflops else None,
         half_rate_accumulate=hw.half_rate_accumulate,
     )
     time = estimate_time(

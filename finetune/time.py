@@ -98,10 +98,14 @@ from finetune.memory import (
 # --- Constants. Each is a physical quantity with its source; none is fitted to a measured row. ---
 
 # Share of dense peak that large bf16 GEMMs reach: the Maximum Achievable Matmul FLOPS (MAMF)
-# table (stas00/ml-engineering, compute/accelerator/README.md) measures 80.3 % on H100 SXM,
-# 86.9 % on A100 SXM, 81.1 % on A100 PCIe, 83.6 % on GH200; AMD MI300X reaches 60.1 %.
+# table (stas00/ml-engineering, compute/accelerator/README.md @744d01e: the mean of 100 matmuls at
+# the best shape found) measures 80.3 % on H100 SXM, 86.9 % on A100 SXM, 81.1 % on A100 PCIe,
+# 83.8 % on GH200. A part whose own measured rate is lower (gpus.csv `matmul_tflops`: B200
+# 77.6 %, GB200, MI300X 51.4 %, MI325X, MI355X) is held to it: no training GEMM beats the best
+# shape's mean (`Accelerator.matmul_share`). A part measured higher keeps 0.80: A100's 86.9 %
+# is at its best shape, and pricing the A100 rows at it moved them further from their
+# measurements (benchmarks/README.md, "Workstation and Ada rows").
 GEMM_EFFICIENCY = 0.80
-GEMM_EFFICIENCY_AMD = 0.60
 # GeForce cards run bf16/fp16 tensor math with FP32 accumulation (what training uses, and what
 # gpus.csv rates them at) at half the FP16-accumulate rate (NVIDIA Ada GPU Architecture
 # whitepaper, appendix table: RTX 4090 165.2 TFLOPS with FP32 accumulate, 330.3 with FP16
@@ -277,6 +281,8 @@ class Accelerator:
     sm_count: int | None = None
     # bf16 with FP32 accumulation at half the tensor rate (GeForce, `finetune.offer.has_half_rate_accumulate`)
     half_rate_accumulate: bool = False
+    # measured large-matmul rate / `tflops` (gpus.csv `matmul_tflops`, MAMF); None: not measured
+    matmul_share: float | None = None
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -290,10 +296,13 @@ class Accelerator:
 
     @property
     def gemm_efficiency(self) -> float:
-        """Share of `tflops` that large GEMMs reach (before tile and wave quantization)."""
-        if self.is_amd:
-            return GEMM_EFFICIENCY_AMD
-        return GEMM_EFFICIENCY_HALF_RATE if self.half_rate_accumulate else GEMM_EFFICIENCY
+        """Share of `tflops` that large GEMMs reach (before tile and wave quantization).
+
+        The rated figure's share (GEMM_EFFICIENCY, or GEMM_EFFICIENCY_HALF_RATE on GeForce cards),
+        held to the part's own measured best-shape rate where that is lower.
+        """
+        rated = GEMM_EFFICIENCY_HALF_RATE if self.half_rate_accumulate else GEMM_EFFICIENCY
+        return rated if self.matmul_share is None else min(rated, self.matmul_share)
 
     @property
     def attention_efficiency(self) -> float:

@@ -125,6 +125,7 @@ def reference_rows(
             pcie_gen=offer["pcie_gen"],
             sm_count=offer["sm_count"],
             half_rate_accumulate=ft.has_half_rate_accumulate(offer["gpu_model"]),
+            matmul_tflops=offer["matmul_tflops"],
         )
         if hw.gpu_count < 1 or offer.get("serverless"):
             limit = 1  # a GPU slice, or a serverless function, never spans machines

@@ -16,7 +16,6 @@ from finetune.offer import hardware_of, has_half_rate_accumulate
 from finetune.placement import Hardware, MemoryTable, place, plan_job
 from finetune.time import (
     GEMM_EFFICIENCY,
-    GEMM_EFFICIENCY_AMD,
     GEMM_EFFICIENCY_HALF_RATE,
     gemm_shape_efficiency,
     step_time,
@@ -66,9 +65,11 @@ def test_the_constant_is_the_rated_figure_and_above_the_full_rate_share() -> Non
 def test_the_gpu_reports_the_share_of_its_rate_that_gemms_reach() -> None:
     assert RTX4090.gemm_efficiency == GEMM_EFFICIENCY_HALF_RATE
     assert replace(RTX4090, half_rate_accumulate=False).gemm_efficiency == GEMM_EFFICIENCY
-    # AMD keeps its own measured share whatever the flag says
-    mi300x = Accelerator(tflops=1307.0, architecture="CDNA3", half_rate_accumulate=True)
-    assert mi300x.gemm_efficiency == GEMM_EFFICIENCY_AMD
+    # a measured best-shape rate below the rated share holds the part to it, whatever the flag
+    slow = replace(RTX4090, matmul_share=0.7)
+    assert slow.gemm_efficiency == 0.7
+    # and one above it does not lift it past the rated figure (boost clocks vary by board)
+    assert replace(RTX4090, matmul_share=1.05).gemm_efficiency == GEMM_EFFICIENCY_HALF_RATE
 
 
 def test_tile_and_wave_quantization_still_apply_on_top() -> None:

@@ -140,6 +140,9 @@ class GpuSpec:
     # streaming multiprocessors (GEMM wave quantization), with its own source; None = not sourced
     sm_count: int | None = None
     sm_count_source: str = ""
+    # measured large bf16 matmul rate (MAMF, TFLOPS), with its own source; None = not measured
+    matmul_tflops: float | None = None
+    matmul_tflops_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,8 @@ class HardwareCatalog:
                 source=r["source"],
                 sm_count=int(r["sm_count"]) if r["sm_count"].strip() else None,
                 sm_count_source=r["sm_count_source"].strip(),
+                matmul_tflops=_float(r["matmul_tflops"]),
+                matmul_tflops_source=r["matmul_tflops_source"].strip(),
             )
             for r in _read(folder / "gpus.csv")
         }
