@@ -545,6 +545,55 @@ def _adapted_linear_inputs(model: ModelSpec, job: Job) -> float:
     return float(sum(d_in for d_in, _ in adapted_linears(model, job)))
 
 
+def _autocast_linear_input_bytes(model: ModelSpec, job: Job) -> tuple[float, float]:
+    """(attention, MLP) bytes per token that one layer's linears keep of their inputs under
+    autocast over fp32 modules (`mixed_precision` autocast), adapters and LoRA dropout included;
+    the attention output, which FlashAttention keeps anyway, is counted with attention.
+
+    torch.autocast casts an activation anew at every call: its cast cache holds only leaves that
+    require grad (aten/src/ATen/autocast_mode.cpp, `cached_cast`: `arg.requires_grad() &&
+    arg.is_leaf()`). The normed residual stream is fp32 here, so q, k and v (and gate and up) each
+    cast it to bf16, and each linear that needs its input for a gradient keeps its own copy:
+    * full fine-tuning: every linear (its weight trains);
+    * bitsandbytes 4-bit bases: Linear4bit casts its input to the compute dtype and MatMul4Bit
+      keeps that cast; its output goes back to the input's dtype, fp32, so the MLP's inner
+      tensors and down's input are fp32 too (the caller doubles the inner ones);
+    * LoRA adapters: lora_A keeps autocast's bf16 cast of its input. PEFT's lora.Linear first
+      casts a bf16 input (o, down) to its fp32 adapter's dtype, so those keep their own copy as
+      well; its bnb and GPTQ layers skip that cast under autocast
+      (`requires_conversion = not torch.is_autocast_enabled()`) and share the bf16 input
+      (huggingface/peft @5d602fdb, tuners/lora/layer.py, bnb.py, gptq.py). Dropout adds its
+      1-byte mask and puts its own output, not the shared input, under lora_A.
+    A frozen fp32 base keeps only its weight's cast (`saved_weight_bytes_per_layer`).
+    """
+    h, inter = model.hidden_size, model.intermediate_size
+    q_out = model.attention_heads * model.head_dim_
+    bnb = job.method == "qlora" and job.quant != "gptq"
+    targets = {"qv": {"q", "v"}, "attention": {"q", "k", "v", "o"}}.get(job.lora_targets)
+    mlp = [("gate", h), ("up", h), ("down", inter)] if model.gated_mlp else [("up", h), ("down", inter)]
+    mask = 1.0 if job.method != "full" and job.dropout > 0 else 0.0
+
+    def kept(name: str, d_in: int) -> float:
+        # the normed stream is fp32; down reads fp32 only behind a bnb base's fp32 outputs
+        fp32_input = name in ("q", "k", "v", "gate", "up") or (name == "down" and bnb)
+        own = (job.method == "full" or bnb) and fp32_input
+        base = BF16_BYTES * d_in if own else 0.0
+        if job.method == "full" or (targets is not None and name not in targets):
+            return base
+        if fp32_input or job.method == "lora":
+            return base + (BF16_BYTES + mask) * d_in
+        # a bf16 input the adapter reads as it is: dropout's copy and mask, or nothing new
+        return base + ((BF16_BYTES + mask) * d_in if mask else 0.0)
+
+    attention = sum(kept(name, d) for name, d in (("q", h), ("k", h), ("v", h), ("o", q_out)))
+    mlp_bytes = sum(kept(name, d) for name, d in mlp)
+    # down's bf16 input (the MLP product), kept once by whatever reads it without a copy: the
+    # trained down, or a bnb/GPTQ adapter without dropout (bnb's is fp32 and cast, counted above)
+    gptq_adapter_reads_it = job.method == "qlora" and not bnb and targets is None and not mask
+    shares_down_input = job.method == "full" or gptq_adapter_reads_it
+    return attention, mlp_bytes + (BF16_BYTES * inter if shares_down_input else 0.0)
+
+
 def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) -> float:
     """Bytes autograd saves per token in one decoder layer (HF Llama-style, bf16).
 
@@ -563,7 +612,10 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
       plus 6I for a GELU written in torch ops (gelu_new); the activation output is fc2's input;
     * LoRA dropout > 0: PEFT applies nn.Dropout to each adapter's input: a bf16 copy and a 1-byte
       mask per element of every adapted linear's input (3·d_in);
-    * MoE: the above for each of the k routed experts plus the dispatched token copy (2h·k).
+    * MoE: the above for each of the k routed experts plus the dispatched token copy (2h·k);
+    * autocast over fp32 modules: each linear casts its input anew, so the inputs (and dropout's
+      copies) are `_autocast_linear_input_bytes`'s, and a bitsandbytes base's fp32 outputs make
+      the MLP's inner tensors fp32.
     """
     h, inter = model.hidden_size, model.intermediate_size
     q_out, kv_out = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
@@ -600,9 +652,17 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
     # a parallel block's fc1 reads the normed tensor q/k/v already keep (counted in qkv_in)
     up_in = 0 if model.parallel_block else 2 * h
     mlp_in = (up_in + 2 * inter) if adapted_mlp else 0
-    mlp = mlp_inner + mlp_in
+    mlp: float = mlp_inner + mlp_in
+    linear_attention = 0.0
+    if autocast:
+        linear_attention, linear_mlp = _autocast_linear_input_bytes(model, job)
+        # a bitsandbytes base returns its input's dtype: fp32 gate, activation and up outputs
+        bnb = job.method == "qlora" and job.quant != "gptq"
+        mlp = mlp_inner * (FP32_BYTES / BF16_BYTES if bnb else 1.0) + linear_mlp
     if model.is_moe and model.experts_per_token:
         mlp = model.experts_per_token * (mlp + 2 * h)
+    if autocast:
+        return float(norms + linear_attention + attn + mlp)
     dropout = 3.0 * _adapted_linear_inputs(model, job) if job.dropout > 0 else 0.0
     if job.fp32_adapters or job.adapter_input_round_trip:
         # PEFT casts the input of each adapted linear to its fp32 adapter's dtype, so lora_A keeps

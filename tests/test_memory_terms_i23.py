@@ -35,12 +35,16 @@ def _acts(job: Job) -> float:
 
 
 def test_autocast_keeps_the_residual_stream_and_final_norm_in_fp32() -> None:
-    # NF4 QLoRA saves no extra weight copies, so the difference is the fp32 residual alone:
-    # each checkpointed layer input and the final norm's output gain 2 bytes per element
+    # NF4 QLoRA saves no extra weight copies, so the difference is the fp32 residual (each
+    # checkpointed layer input and the final norm's output gain 2 bytes per element) and the one
+    # recomputed layer's own casts (tests/test_memory_autocast_casts.py): its five bases that read
+    # the fp32 normed stream each keep a bf16 cast instead of sharing two (+6h), and the fp32 MLP
+    # inner tensors behind bnb's fp32 outputs (+6I); the adapters' casts replace dropout's copies
     base = Job(method="qlora", seq_len=8192, grad_checkpointing=True)
     auto = replace(base, mixed_precision="autocast")
-    tokens, h = 8192, LLAMA_8B.hidden_size
-    assert _acts(auto) - _acts(base) == pytest.approx(2 * h * tokens * (LLAMA_8B.layers + 1))
+    tokens, h, inter = 8192, LLAMA_8B.hidden_size, LLAMA_8B.intermediate_size
+    residual = 2 * h * tokens * (LLAMA_8B.layers + 1)
+    assert _acts(auto) - _acts(base) == pytest.approx(residual + (6 * h + 6 * inter) * tokens)
 
 
 def test_autocast_weighs_most_at_long_sequences_on_several_gpus() -> None:
@@ -341,8 +345,11 @@ def test_autocast_zero3_gathers_fp32_units_and_zero2_keeps_no_16_bit_gradient_co
 def test_selective_checkpointing_keeps_an_fp32_layer_input_under_autocast() -> None:
     base = Job(method="qlora", seq_len=4096, checkpoint_policy="selective")
     auto = replace(base, mixed_precision="autocast")
-    h, tokens = LLAMA_8B.hidden_size, 4096
-    assert _acts(auto) - _acts(base) == pytest.approx(2 * h * tokens * (LLAMA_8B.layers + 1))
+    h, inter, tokens = LLAMA_8B.hidden_size, LLAMA_8B.intermediate_size, 4096
+    # the kept layer inputs and final norm in fp32, and the recomputed layer's own casts and fp32
+    # MLP tensors (as in test_autocast_keeps_the_residual_stream_and_final_norm_in_fp32)
+    residual = 2 * h * tokens * (LLAMA_8B.layers + 1)
+    assert _acts(auto) - _acts(base) == pytest.approx(residual + (6 * h + 6 * inter) * tokens)
 
 
 def test_quantized_head_of_a_tied_model_keeps_the_bf16_embedding_for_the_lookup() -> None:
