@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from finetune import (
     Job,
+    MemoryBreakdown,
     ModelSpec,
     billed_hours,
     count_params,
@@ -104,8 +105,19 @@ def test_qlora_below_lora_below_full(m: ModelSpec, full: Job) -> None:
     # which on a tiny model can outweigh what 4-bit weights save
     lora = replace(full, method="lora", lora_targets="all-linear", lora_dropout=0.0)
     qlora = replace(lora, method="qlora")
-    q, lo, f = (memory_per_gpu(m, j).total_gb for j in (qlora, lora, full))
-    assert q < lo < f
+    q, lo, f = (memory_per_gpu(m, j) for j in (qlora, lora, full))
+    assert q.total_gb < lo.total_gb
+    if full.grad_checkpointing:
+        assert lo.total_gb < f.total_gb
+    else:
+        # un-checkpointed on one GPU, PEFT's fp32 adapters under the Trainer's autocast keep a
+        # bf16 copy of each adapter's input of their own (Job.adapter_input_round_trip), inputs
+        # full fine-tuning shares: on a tiny model at a huge batch that can outweigh full's
+        # 16 B per parameter of states, which still order the two
+        def states(b: MemoryBreakdown) -> float:
+            return b.weights_gb + b.gradients_gb + b.optimizer_gb
+
+        assert states(lo) < states(f)
 
 
 @given(model_specs(), jobs(sharding="zero3"), st.integers(1, 6), st.integers(1, 6))
