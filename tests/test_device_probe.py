@@ -232,6 +232,9 @@ def test_compare_prints_the_benchmarks_own_prediction(tmp_path: Path, capsys):
     # GEMM: burst and sustained against the rated 989 TFLOP/s, and their ratio
     assert "| burst best (MAMF reading) | 800 | 80.9% |" in out
     assert f"sustained / burst best = {report['gemm']['sustained_tflops'] / 800:.3f}" in out
+    # and the burst median against the seed's measured H100 SXM rate (MAMF, 794.5)
+    median = report["gemm"]["burst_median_tflops"]
+    assert f"burst median / gpus.csv matmul_tflops 794.5 (MAMF) = {median / 794.5:.3f}" in out
     assert "copy: 3000 GB/s read+write = 89.6% of 3350 GB/s" in out
     with emitted.open(newline="", encoding="utf-8") as f:
         assert [r["id"] for r in csv.DictReader(f)] == [j.id for j in dp.JOBS if j.id != "P05"]
