@@ -37,6 +37,7 @@ from benchmarks.memory_accuracy import resolve_model
 from finetune import Accelerator, Job, ModelSpec, estimate_time
 from finetune.job import _truncated_exponential_rate, padded_batch_length
 from finetune.offer import PCIE_X16_GBYTES_PER_S, has_half_rate_accumulate, has_p2p
+from finetune.time import matmul_share
 from warehouse.seed_models import SEEDS_DIR, load_models
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured_throughput_calibration.csv"
@@ -282,9 +283,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         pcie_gen=int(spec["pcie_gen"]) if spec.get("pcie_gen") else None,
         sm_count=int(spec["sm_count"]) if spec.get("sm_count") else None,
         half_rate_accumulate=has_half_rate_accumulate(spec.get("model")),
-        matmul_share=float(spec["matmul_tflops"]) / float(spec["bf16_tflops"])
-        if spec.get("matmul_tflops")
-        else None,
+        matmul_share=matmul_share(_float(spec.get("matmul_tflops")), _float(spec.get("bf16_tflops"))),
     )
     nvlink = _float(spec.get("nvlink_gbps")) or 0.0
     # seeds state NVLink bidirectionally (GB/s); a ring sees one direction; ×8 for Gb/s

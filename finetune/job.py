@@ -224,6 +224,11 @@ class Job:
         return DEFAULT_LORA_DROPOUT[self.method] if self.lora_dropout is None else self.lora_dropout
 
     @property
+    def bnb_base(self) -> bool:
+        """Whether the frozen base linears are bitsandbytes 4-bit (NF4 QLoRA), not GPTQ."""
+        return self.method == "qlora" and self.quant != "gptq"
+
+    @property
     def fp32_adapters(self) -> bool:
         """Whether each LoRA-adapted linear runs its adapter in fp32, eager (`mixed_precision`
         none): PEFT keeps adapters in fp32 over a bf16 base (get_peft_model's

@@ -522,22 +522,38 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
 # --- Activations -------------------------------------------------------------------------------
 
 
-def adapted_linears(model: ModelSpec, job: Job) -> list[tuple[int, int]]:
-    """(d_in, d_out) of one layer's LoRA-adapted linears (none for full fine-tuning): q and v;
-    q, k, v and o (o reads the attention output, a·d); all-linear adds the MLP's, per routed
-    expert."""
-    if job.method == "full":
-        return []
+def layer_linears(model: ModelSpec) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
+    """(name, d_in, d_out) of one decoder layer's linears: attention (q, k, v read h; o reads the
+    attention output, a·d) and one expert's MLP (gate, up, down; a plain MLP's fc1 is "up", fc2
+    "down")."""
     h, inter = model.hidden_size, model.intermediate_size
     q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
-    if job.lora_targets == "qv":
-        return [(h, q), (h, kv)]
-    linears = [(h, q), (h, kv), (h, kv), (q, h)]
-    if job.lora_targets == "all-linear":
-        experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
-        mlp = [(h, inter), (h, inter), (inter, h)] if model.gated_mlp else [(h, inter), (inter, h)]
-        linears += mlp * experts
-    return linears
+    attention = [("q", h, q), ("k", h, kv), ("v", h, kv), ("o", q, h)]
+    up_down = [("up", h, inter), ("down", inter, h)]
+    return attention, ([("gate", h, inter), *up_down] if model.gated_mlp else up_down)
+
+
+# the linears each `lora_targets` adapts; None: every one
+LORA_TARGET_LINEARS: dict[str, frozenset[str] | None] = {
+    "qv": frozenset({"q", "v"}),
+    "attention": frozenset({"q", "k", "v", "o"}),
+    "all-linear": None,
+}
+
+
+def is_adapted(job: Job, name: str) -> bool:
+    """Whether the job puts a LoRA adapter on the layer's linear `name` (never under full)."""
+    targets = LORA_TARGET_LINEARS[job.lora_targets]
+    return job.method != "full" and (targets is None or name in targets)
+
+
+def adapted_linears(model: ModelSpec, job: Job) -> list[tuple[int, int]]:
+    """(d_in, d_out) of one layer's LoRA-adapted linears (none for full fine-tuning), the MLP's
+    once per routed expert."""
+    attention, mlp = layer_linears(model)
+    experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
+    adapted_attention = [(d_in, d_out) for name, d_in, d_out in attention if is_adapted(job, name)]
+    return adapted_attention + [(d_in, d_out) for name, d_in, d_out in mlp if is_adapted(job, name)] * experts
 
 
 def _adapted_linear_inputs(model: ModelSpec, job: Job) -> float:
@@ -566,32 +582,26 @@ def _autocast_linear_input_bytes(model: ModelSpec, job: Job) -> tuple[float, flo
       1-byte mask and puts its own output, not the shared input, under lora_A.
     A frozen fp32 base keeps only its weight's cast (`saved_weight_bytes_per_layer`).
     """
-    h, inter = model.hidden_size, model.intermediate_size
-    q_out = model.attention_heads * model.head_dim_
-    bnb = job.method == "qlora" and job.quant != "gptq"
-    targets = {"qv": {"q", "v"}, "attention": {"q", "k", "v", "o"}}.get(job.lora_targets)
-    mlp = [("gate", h), ("up", h), ("down", inter)] if model.gated_mlp else [("up", h), ("down", inter)]
+    bnb = job.bnb_base
     mask = 1.0 if job.method != "full" and job.dropout > 0 else 0.0
 
     def kept(name: str, d_in: int) -> float:
         # the normed stream is fp32; down reads fp32 only behind a bnb base's fp32 outputs
         fp32_input = name in ("q", "k", "v", "gate", "up") or (name == "down" and bnb)
-        own = (job.method == "full" or bnb) and fp32_input
-        base = BF16_BYTES * d_in if own else 0.0
-        if job.method == "full" or (targets is not None and name not in targets):
-            return base
-        if fp32_input or job.method == "lora":
-            return base + (BF16_BYTES + mask) * d_in
-        # a bf16 input the adapter reads as it is: dropout's copy and mask, or nothing new
-        return base + ((BF16_BYTES + mask) * d_in if mask else 0.0)
+        base = BF16_BYTES * d_in if (job.method == "full" or bnb) and fp32_input else 0.0
+        # an adapter keeps a copy of its own unless it reads a bf16 input as it is (bnb/GPTQ
+        # layers, no dropout): then it shares that input
+        copies = is_adapted(job, name) and (fp32_input or job.method == "lora" or mask > 0)
+        return base + ((BF16_BYTES + mask) * d_in if copies else 0.0)
 
-    attention = sum(kept(name, d) for name, d in (("q", h), ("k", h), ("v", h), ("o", q_out)))
-    mlp_bytes = sum(kept(name, d) for name, d in mlp)
+    attention, mlp = layer_linears(model)
+    attention_bytes = sum(kept(name, d_in) for name, d_in, _ in attention)
+    mlp_bytes = sum(kept(name, d_in) for name, d_in, _ in mlp)
     # down's bf16 input (the MLP product), kept once by whatever reads it without a copy: the
-    # trained down, or a bnb/GPTQ adapter without dropout (bnb's is fp32 and cast, counted above)
-    gptq_adapter_reads_it = job.method == "qlora" and not bnb and targets is None and not mask
+    # trained down, or a GPTQ adapter without dropout (bnb's is fp32 and cast, counted above)
+    gptq_adapter_reads_it = job.method == "qlora" and not bnb and is_adapted(job, "down") and not mask
     shares_down_input = job.method == "full" or gptq_adapter_reads_it
-    return attention, mlp_bytes + (BF16_BYTES * inter if shares_down_input else 0.0)
+    return attention_bytes, mlp_bytes + (BF16_BYTES * model.intermediate_size if shares_down_input else 0.0)
 
 
 def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) -> float:
@@ -625,7 +635,7 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
     # GPTQ's training path (AutoGPTQ QuantLinear, exllama off) dequantizes the weight and calls
     # torch.matmul(x, weight): autograd keeps the dequantized weight, not x, because only x needs
     # a gradient (`gptq_saved_weight_bytes`)
-    saves_inputs = full or (job.method == "qlora" and job.quant != "gptq")
+    saves_inputs = full or job.bnb_base
     adapted_mlp = saves_inputs or job.lora_targets == "all-linear"
     autocast = job.mixed_precision == "autocast"
     n_norms = 1 if model.parallel_block else 2
@@ -657,8 +667,7 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
     if autocast:
         linear_attention, linear_mlp = _autocast_linear_input_bytes(model, job)
         # a bitsandbytes base returns its input's dtype: fp32 gate, activation and up outputs
-        bnb = job.method == "qlora" and job.quant != "gptq"
-        mlp = mlp_inner * (FP32_BYTES / BF16_BYTES if bnb else 1.0) + linear_mlp
+        mlp = mlp_inner * (FP32_BYTES / BF16_BYTES if job.bnb_base else 1.0) + linear_mlp
     if model.is_moe and model.experts_per_token:
         mlp = model.experts_per_token * (mlp + 2 * h)
     if autocast:

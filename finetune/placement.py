@@ -24,7 +24,7 @@ from typing import Any
 from finetune.architecture import ModelSpec
 from finetune.job import FinetuneJob, Job, Sharding
 from finetune.memory import MemoryBreakdown, memory_per_gpu
-from finetune.time import FAST_FABRIC_GBPS, Accelerator, estimate_time
+from finetune.time import FAST_FABRIC_GBPS, Accelerator, estimate_time, matmul_share
 
 SHARDINGS: tuple[Sharding, ...] = ("none", "zero2", "zero3")
 # What the memory model leaves out and a real run still allocates: NCCL communicator buffers on
@@ -292,7 +292,7 @@ def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobM
         # a slice's SMs are not its share of the whole GPU's (MIG): flat GEMM efficiency there
         sm_count=hw.sm_count if hw.gpu_count >= 1 else None,
         # a share of the part's own peak, so it holds for a MIG slice's share of the rate too
-        matmul_share=hw.matmul_tflops / hw.tensor_tflops if hw.matmul_tflops and hw.tensor_tflops else None,
+        matmul_share=matmul_share(hw.matmul_tflops, hw.tensor_tflops),
         half_rate_accumulate=hw.half_rate_accumulate,
     )
     time = estimate_time(

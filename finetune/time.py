@@ -267,6 +267,12 @@ LOSS_BYTES_PER_LOGIT: dict[str, float] = {"standard": 38.0, "chunked": 38.0, "fu
 SOFTCAP_BYTES_PER_LOGIT = 16.0
 
 
+def matmul_share(matmul_tflops: float | None, peak_tflops: float | None) -> float | None:
+    """A part's measured large-matmul rate (gpus.csv `matmul_tflops`) as a share of its dense
+    peak: a share, so a slice's share of the peak keeps it. None where either is unknown."""
+    return matmul_tflops / peak_tflops if matmul_tflops and peak_tflops else None
+
+
 @dataclass(frozen=True)
 class Accelerator:
     """What of one GPU sets the pace: dense tensor TFLOPS, memory bandwidth (GB/s), generation."""

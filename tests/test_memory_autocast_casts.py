@@ -15,7 +15,13 @@ import pytest
 
 from finetune import Job, ModelSpec
 from finetune.job import Method
-from finetune.memory import _layer_activation_bytes_per_token, activation_bytes, saved_weight_bytes_per_layer
+from finetune.memory import (
+    _layer_activation_bytes_per_token,
+    activation_bytes,
+    is_adapted,
+    layer_linears,
+    saved_weight_bytes_per_layer,
+)
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
@@ -141,3 +147,17 @@ def test_with_checkpointing_only_the_recomputed_layer_keeps_the_casts() -> None:
     # beside the 32 fp32 layer inputs (4h per token each) and the final norm and head input (10h)
     assert activation_bytes(LLAMA_8B, job) == pytest.approx(per_layer + (4 * 32 + 10) * H * 8192)
     assert activation_bytes(LLAMA_8B, no_gc) == pytest.approx(32 * per_layer + 10 * H * 8192)
+
+
+def test_the_layer_linears_and_which_each_target_adapts() -> None:
+    attention, mlp = layer_linears(LLAMA_8B)
+    assert [n for n, _, _ in attention] == ["q", "k", "v", "o"]
+    assert [n for n, _, _ in mlp] == ["gate", "up", "down"]
+    # a plain MLP names fc1 "up" and fc2 "down"
+    assert [n for n, _, _ in layer_linears(MODELS["microsoft/phi-2"])[1]] == ["up", "down"]
+    lora = Job(method="lora", lora_targets="qv")
+    assert [n for n, _, _ in attention + mlp if is_adapted(lora, n)] == ["q", "v"]
+    assert not any(is_adapted(replace(lora, method="full"), n) for n, _, _ in attention + mlp)
+    # bitsandbytes bases are NF4 QLoRA's only
+    assert Job(method="qlora").bnb_base and not Job(method="qlora", quant="gptq").bnb_base
+    assert not Job(method="lora").bnb_base

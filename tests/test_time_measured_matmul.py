@@ -17,7 +17,7 @@ from answers.estimate import StatedHardware, find_gpu, stated_offer
 from finetune import Accelerator, FinetuneJob, Job, ModelSpec
 from finetune.offer import hardware_of
 from finetune.placement import Hardware, MemoryTable, place, plan_job
-from finetune.time import GEMM_EFFICIENCY, estimate_time
+from finetune.time import GEMM_EFFICIENCY, estimate_time, matmul_share
 from warehouse.hardware import HardwareCatalog
 from warehouse.seed_models import load_models
 
@@ -144,3 +144,10 @@ def test_a_slice_is_held_to_the_share_of_the_whole_part() -> None:
     # the same share of the same work: the slice slows by what the whole part does (only the
     # fixed per-launch costs, which do not halve with the slice, dilute it a little)
     assert slowdown(half) == pytest.approx(slowdown(whole), rel=0.02)
+
+
+def test_the_share_needs_both_figures() -> None:
+    assert matmul_share(668.4, 1307.0) == pytest.approx(0.5114, abs=1e-4)
+    # an unmeasured part, or one without a dense peak (no tensor cores), has no share
+    assert matmul_share(None, 1307.0) is None
+    assert matmul_share(668.4, None) is None
