@@ -156,6 +156,14 @@ class Job:
     # parameters)". False: adapters in units of their own (PEFT's fsdp_auto_wrap_policy, which
     # transformers' Trainer installs for LoRA) or FSDP2's per-parameter sharding.
     lora_in_fsdp_units: bool = False
+    # --- modeltime (issue 23): packed documents, each attending only to itself. Packers that
+    # pass each document's boundaries to FlashAttention's varlen kernel (axolotl
+    # `sample_packing` with `flash_attention`, TRL `padding_free`, transformers'
+    # DataCollatorWithFlattening: position_ids restart per document, and the flash path turns
+    # them into cu_seqlens) compute attention within each document, not over the packed row.
+    # The mean document length in tokens; None: attention spans the whole `seq_len` (torchtune
+    # and torchtitan pack with one causal mask over the row unless asked otherwise).
+    doc_len: float | None = None
 
     def __post_init__(self) -> None:
         if min(self.seq_len, self.micro_batch, self.lora_rank, self.grad_accumulation) < 1:
@@ -181,6 +189,27 @@ class Job:
                 "(PEFT modules_to_save) applies to lora and qlora"
             )
         self._check_memory_knobs()
+        self._check_documents()
+
+    def _check_documents(self) -> None:
+        if self.doc_len is None:
+            return
+        if not (math.isfinite(self.doc_len) and 0.0 < self.doc_len < self.seq_len):
+            raise ValueError(
+                f"doc_len {self.doc_len:g} must be between 0 and seq_len {self.seq_len}: it is the "
+                "mean length of the documents packed into each sequence (leave it out when every "
+                "sequence is one document)"
+            )
+        if self.padding_efficiency < 1.0 or self.peak_seq_len is not None:
+            raise ValueError(
+                "doc_len describes packed data (documents concatenated, attention within each); "
+                "padded data has one sample per row: give one or the other"
+            )
+        if self.attention != "flash" and self.kernels != "fused":
+            raise ValueError(
+                "doc_len needs FlashAttention's varlen kernel (attention='flash'): eager attention "
+                "cannot keep packed documents apart without a full s×s mask"
+            )
 
     def _check_memory_knobs(self) -> None:
         if self.lora_in_fsdp_units and self.method == "full":
@@ -211,6 +240,15 @@ class Job:
     def chunked_ce(self) -> bool:
         """Whether the loss avoids the full fp32 logits (the marts' `chunked_ce` column)."""
         return self.loss != "standard"
+
+    @property
+    def attention_span(self) -> float:
+        """Keys each query of the packed row could attend to on average, before the causal
+        half: `seq_len`, or with packed documents (`doc_len`) E[L²]/E[L] of their lengths
+        (`attended_length`): a document of L tokens computes L² scores over L tokens."""
+        if self.doc_len is None:
+            return float(self.seq_len)
+        return attended_length(self.doc_len, self.seq_len)
 
     @property
     def memory_seq_len(self) -> int:
@@ -294,9 +332,13 @@ def _truncated_exponential_rate(mean_len: float, max_len: float) -> float:
     def mean(lam: float) -> float:
         if abs(lam * max_len) < 1e-9:
             return max_len / 2
+        if lam * max_len > 700:  # e^(λ·max_len) beyond a float: the tail term is 0
+            return 1 / lam
         return 1 / lam - max_len / math.expm1(lam * max_len)
 
-    lo, hi = -100.0 / max_len, 100.0 / max_len
+    # λ·max_len from −700 (means within max_len / 700 of max_len; e^700 is near a float's
+    # limit) to 1e6 (means down to max_len / 1e6)
+    lo, hi = -700.0 / max_len, 1e6 / max_len
     for _ in range(200):
         mid = (lo + hi) / 2
         if mean(mid) > mean_len:  # the mean falls as λ grows
@@ -304,6 +346,44 @@ def _truncated_exponential_rate(mean_len: float, max_len: float) -> float:
         else:
             hi = mid
     return (lo + hi) / 2
+
+
+def attended_length(mean_len: float, max_len: float) -> float:
+    """E[L²] / E[L] of document lengths with the stated mean, at most `max_len` long.
+
+    A document of L tokens under causal attention computes L²/2 scores for its L tokens, so
+    per token of packed data the scores are E[L²] / (2·E[L]): the attention of a row as long as
+    this length. Lengths follow the maximum-entropy law for the mean on [0, max_len]
+    (`_truncated_exponential_rate`, as for padded data): about twice the mean for short
+    documents (an exponential has E[L²] = 2·E[L]²), `max_len` as the mean approaches it.
+    """
+    if not (0 < mean_len < max_len):
+        raise ValueError(f"need 0 < mean_len < max_len, got {mean_len}, {max_len}")
+    t = _truncated_exponential_rate(mean_len, max_len) * max_len
+    if t >= 0:
+        first, second = _decaying_moments(t)
+    else:  # mass near max_len: the moments of 1 − y, which decays at −t, turned back
+        near_first, near_second = _decaying_moments(-t)
+        first, second = 1 - near_first, 1 - 2 * near_first + near_second
+    return max_len * second / first
+
+
+def _decaying_moments(rate: float) -> tuple[float, float]:
+    """E[z] and E[z²] for the density ∝ exp(−rate·z) on [0, 1], rate ≥ 0.
+
+    ∫ zᵏ·e^(−rz) dz over [0, 1] is (1 − e^(−r)) / r, (1 − e^(−r)(1 + r)) / r² and
+    (2 − e^(−r)(r² + 2r + 2)) / r³ for k = 0, 1, 2; below r = 0.01, where those cancel, their
+    Taylor series (exact to r³ ≈ 1e-6).
+    """
+    r = rate
+    if r < 1e-2:
+        zeroth, first, second = 1 - r / 2 + r * r / 6, 1 / 2 - r / 3 + r * r / 8, 1 / 3 - r / 4 + r * r / 10
+    else:
+        decay = math.exp(-r)
+        zeroth = -math.expm1(-r) / r
+        first = (1 - decay * (1 + r)) / r**2
+        second = (2 - decay * (r * r + 2 * r + 2)) / r**3
+    return first / zeroth, second / zeroth
 
 
 def padded_batch_length(mean_len: float, max_len: float, micro_batch: int) -> float:
@@ -323,8 +403,11 @@ def padded_batch_length(mean_len: float, max_len: float, micro_batch: int) -> fl
             return x / max_len
         return math.expm1(-lam * x) / math.expm1(-lam * max_len)
 
+    # beyond 60 / λ the integrand is below micro_batch · e^-60: integrate where it lives, so
+    # short samples under a long maximum get as many panels as any other law
+    upper = min(max_len, 60.0 / lam) if lam > 0 else max_len
     steps = 2000  # Simpson's rule; the integrand is smooth, 2000 panels is exact to < 0.01 token
-    h = max_len / steps
+    h = upper / steps
     total = 0.0
     for i in range(steps + 1):
         weight = 1 if i in (0, steps) else (4 if i % 2 else 2)

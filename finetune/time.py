@@ -507,8 +507,9 @@ def _attention_recompute(job: Job) -> int:
 
 
 def _attention_forward_flops_per_token(model: ModelSpec, job: Job) -> float:
-    """QKᵀ and PV: 2 matmuls × 2·s·a·d FLOPs per token per layer (llm-foundry's attn_flops)."""
-    core = 4.0 * model.layers * model.attention_heads * model.head_dim_ * job.seq_len
+    """QKᵀ and PV: 2 matmuls × 2·s·a·d FLOPs per token per layer (llm-foundry's attn_flops), s
+    the keys a query sees: the row, or its own document in packed data (`Job.attention_span`)."""
+    core = 4.0 * model.layers * model.attention_heads * model.head_dim_ * job.attention_span
     return core * (CAUSAL_FRACTION if _skips_masked_blocks(job) else 1.0)
 
 

@@ -326,6 +326,13 @@ MaxLenOpt = Annotated[
     int | None,
     typer.Option(help="Padded data: longest sample in tokens; memory is sized at it (with --mean-len)."),
 ]
+DocLenOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Packed data whose documents attend only within themselves (FlashAttention varlen: "
+        "axolotl sample_packing, TRL padding_free): mean document length in tokens."
+    ),
+]
 MicroBatchOpt = Annotated[int, typer.Option(min=1, help="Sequences per GPU per step.")]
 OffloadOpt = Annotated[bool, typer.Option(help="ZeRO CPU offload of optimizer state (needs zero2/zero3).")]
 PrecisionOpt = Annotated[PrecisionChoice, typer.Option(help="bf16 with fp32 master weights, or pure bf16.")]
@@ -531,6 +538,7 @@ class JobOptions:
     seq_len: int | None = None
     mean_len: float | None = None
     max_len: int | None = None
+    doc_len: float | None = None
     micro_batch: int = 1
     zero3_impl: str = "fsdp"
     train_embeddings: str = "off"
@@ -627,6 +635,7 @@ JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
     "seq_len": (SeqLenOpt, None),
     "mean_len": (MeanLenOpt, None),
     "max_len": (MaxLenOpt, None),
+    "doc_len": (DocLenOpt, None),
     "micro_batch": (MicroBatchOpt, 1),
     "zero3_impl": (Zero3ImplOpt, DEFAULT_ZERO3_IMPL),
     "train_embeddings": (TrainEmbeddingsOpt, DEFAULT_TRAIN_EMBEDDINGS),

@@ -1,0 +1,196 @@
+"""Packed documents attended apart (issue 23): packers that hand each document's boundaries to
+FlashAttention's varlen kernel (axolotl sample_packing, TRL padding_free) compute attention within
+each document, not over the packed row. `Job.doc_len` states the mean document length; the time
+model prices attention at E[L²]/E[L] of the lengths (`attended_length`), and nothing else moves."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import replace
+
+import pytest
+from typer.testing import CliRunner
+
+from benchmarks.throughput_accuracy import EXTRA_CSV, load_gpus, row_to_case
+from finetune import Accelerator, Job, estimate_time, memory_per_gpu
+from finetune.job import _truncated_exponential_rate, attended_length, padded_batch_length
+from flows.cli import app
+from flows.job_options import JobOptions
+from warehouse.seed_models import load_models
+
+MODELS = load_models()
+LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
+H100 = Accelerator(tflops=989.0, memory_bandwidth_gbps=3350.0, architecture="Hopper", vram_gb=80.0)
+# axolotl's Llama-3.1-8B full fine-tune on MI300X (benchmarks/data X43): 8,192-token rows packed
+# with conversations of 446.5 tokens on average
+PACKED = Job(method="full", seq_len=8192, micro_batch=8, sharding="zero3")
+
+
+def _moments_by_sum(mean_len: float, max_len: float, panels: int = 200_000) -> float:
+    """E[L²]/E[L] of the same law by a plain midpoint sum: an independent check of the closed form."""
+    lam = _truncated_exponential_rate(mean_len, max_len)
+    h = max_len / panels
+    xs = [(i + 0.5) * h for i in range(panels)]
+    # the density's shape, shifted so that its largest value is 1 whichever way it decays
+    top = 0.0 if lam >= 0 else -lam * max_len
+    pairs = [(math.exp(-lam * x - top), x) for x in xs]
+    return sum(w * x * x for w, x in pairs) / sum(w * x for w, x in pairs)
+
+
+# --- the attended length ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("mean_len", "max_len"), [(446.5, 8192), (1000, 4096), (2048, 4096), (3500, 4096)])
+def test_the_closed_form_matches_a_direct_sum(mean_len: float, max_len: float) -> None:
+    assert attended_length(mean_len, max_len) == pytest.approx(_moments_by_sum(mean_len, max_len), rel=1e-4)
+
+
+def test_short_documents_attend_twice_their_mean() -> None:
+    # far below the cap the law is exponential, whose E[L²] is 2·E[L]²
+    assert attended_length(100, 1_000_000) == pytest.approx(200, rel=1e-3)
+    # which holds however far below the cap (the rate is no longer clamped at max_len / 100)
+    assert attended_length(10, 100_000) == pytest.approx(20, rel=1e-3)
+
+
+def test_half_the_cap_is_the_uniform_law() -> None:
+    # uniform on [0, M]: E[L²]/E[L] = (M²/3) / (M/2) = 2M/3
+    assert attended_length(4096, 8192) == pytest.approx(2 * 8192 / 3, rel=1e-6)
+
+
+@pytest.mark.parametrize("max_len", [2048, 8192, 131072])
+def test_the_length_lies_between_the_mean_and_the_cap_and_grows_with_the_mean(max_len: int) -> None:
+    means = [max_len * f for f in (0.001, 0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99)]
+    lengths = [attended_length(m, max_len) for m in means]
+    # E[L²] ≥ E[L]² (Cauchy–Schwarz) and L ≤ max_len
+    assert all(m <= length <= max_len for m, length in zip(means, lengths, strict=True))
+    assert lengths == sorted(lengths)
+    # near the cap every document fills the row
+    assert lengths[-1] == pytest.approx(max_len, rel=0.01)
+
+
+@pytest.mark.parametrize(("mean_len", "max_len"), [(0, 8192), (8192, 8192), (9000, 8192), (-1, 8192)])
+def test_a_mean_outside_the_row_is_refused(mean_len: float, max_len: float) -> None:
+    with pytest.raises(ValueError, match="0 < mean_len < max_len"):
+        attended_length(mean_len, max_len)
+
+
+def test_padded_batches_of_short_samples_are_no_longer_clamped() -> None:
+    # the maximum of b exponential lengths has mean μ·(1 + 1/2 + … + 1/b); before this change the
+    # rate search stopped at a mean of max_len / 100 and gave 208 tokens here instead of 20.8
+    assert padded_batch_length(10, 10_000, 4) == pytest.approx(10 * (1 + 1 / 2 + 1 / 3 + 1 / 4), rel=1e-3)
+    assert padded_batch_length(10, 10_000, 1) == pytest.approx(10, rel=1e-3)
+
+
+# --- the Job ------------------------------------------------------------------------------------
+
+
+def test_without_documents_attention_spans_the_row() -> None:
+    assert PACKED.attention_span == 8192
+
+
+def test_with_documents_attention_spans_their_attended_length() -> None:
+    assert replace(PACKED, doc_len=446.5).attention_span == pytest.approx(attended_length(446.5, 8192))
+    # about twice the mean, far below the row
+    assert replace(PACKED, doc_len=446.5).attention_span == pytest.approx(893, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        ({"doc_len": 8192.0}, "between 0 and seq_len"),
+        ({"doc_len": 0.0}, "between 0 and seq_len"),
+        ({"doc_len": math.nan}, "between 0 and seq_len"),
+        ({"doc_len": 400.0, "peak_seq_len": 9000}, "padded data"),
+        ({"doc_len": 400.0, "padding_efficiency": 0.5}, "padded data"),
+        ({"doc_len": 400.0, "attention": "eager"}, "varlen"),
+    ],
+)
+def test_documents_that_cannot_be_packed_so_are_refused(knobs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        replace(PACKED, **knobs)  # type: ignore[arg-type]
+
+
+def test_the_fused_stack_loads_flash_attention_whatever_attention_says() -> None:
+    job = replace(PACKED, doc_len=400.0, attention="eager", kernels="fused")
+    assert job.attention_span == pytest.approx(attended_length(400.0, 8192))
+
+
+# --- what it changes ----------------------------------------------------------------------------
+
+
+def _step(job: Job) -> object:
+    step = estimate_time(LLAMA_8B, job, 1e9, 8, 8, H100.tflops, 3600.0, None, gpu=H100).step
+    assert step is not None
+    return step
+
+
+def test_only_attention_time_falls_in_proportion_to_the_span() -> None:
+    whole, apart = _step(PACKED), _step(replace(PACKED, doc_len=446.5))
+    ratio = attended_length(446.5, 8192) / 8192
+    assert apart.attention_s == pytest.approx(whole.attention_s * ratio)  # type: ignore[attr-defined]
+    for part in ("matmul_s", "elementwise_s", "loss_s", "optimizer_s", "comm_s", "dispatch_s"):
+        assert getattr(apart, part) == pytest.approx(getattr(whole, part)), part
+
+
+def test_a_row_of_one_document_would_cost_more_attention_than_short_ones() -> None:
+    spans = [_step(replace(PACKED, doc_len=d)).attention_s for d in (200.0, 1000.0, 4000.0)]  # type: ignore[attr-defined]
+    assert spans == sorted(spans)
+    assert spans[-1] < _step(PACKED).attention_s  # type: ignore[attr-defined]
+
+
+def test_memory_does_not_depend_on_the_documents() -> None:
+    # FlashAttention keeps O(s) state per row whether it attends across documents or not
+    whole = memory_per_gpu(LLAMA_8B, PACKED, 8)
+    apart = memory_per_gpu(LLAMA_8B, replace(PACKED, doc_len=446.5), 8)
+    assert apart.as_dict() == whole.as_dict()
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def test_the_option_reaches_the_job() -> None:
+    job, _ = JobOptions(model="Llama-3.1-8B", seq_len=8192, doc_len=446.5).job(sharding="none")
+    assert job.doc_len == 446.5
+
+
+def test_the_estimate_is_faster_with_short_documents() -> None:
+    args = ["estimate", "--model", "Llama-3.1-8B", "--method", "full", "--gpu", "H100-SXM", "--gpus", "8"]
+    args += ["--sharding", "zero3", "--seq-len", "8192", "--tokens", "100M", "--json"]
+    runner = CliRunner()
+    whole = runner.invoke(app, args)
+    apart = runner.invoke(app, [*args, "--doc-len", "446.5"])
+    assert whole.exit_code == 0, whole.output
+    assert apart.exit_code == 0, apart.output
+    assert json.loads(apart.output)["tokens_per_s"] > json.loads(whole.output)["tokens_per_s"]
+
+
+def test_a_document_longer_than_the_row_is_refused_in_one_line() -> None:
+    args = ["estimate", "--model", "Llama-3.1-8B", "--seq-len", "2048", "--doc-len", "3000"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code != 0
+    assert "doc_len 3000 must be between 0 and seq_len 2048" in result.output
+
+
+# --- the benchmark's reading --------------------------------------------------------------------
+
+
+def _row(row_id: str) -> dict[str, str]:
+    with EXTRA_CSV.open(newline="") as handle:
+        return next(r for r in csv.DictReader(handle) if r["id"] == row_id)
+
+
+def test_the_benchmark_reads_the_documents_the_notes_state() -> None:
+    case = row_to_case(_row("X43"), MODELS, load_gpus())
+    assert case.job is not None and case.job.doc_len == 446.5
+    # a torchtitan row packs without document masking: attention over the whole row
+    titan = row_to_case(_row("X30"), MODELS, load_gpus())
+    assert titan.job is not None and titan.job.doc_len is None
+
+
+def test_megatron_on_transformer_engine_reads_as_the_fused_stack() -> None:
+    case = row_to_case(_row("X35"), MODELS, load_gpus())
+    assert case.job is not None and case.job.kernels == "fused"
+    automodel = row_to_case(_row("X33"), MODELS, load_gpus())
+    assert automodel.job is not None and automodel.job.kernels == "plain"
