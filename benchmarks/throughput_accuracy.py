@@ -43,9 +43,11 @@ from warehouse.seed_models import SEEDS_DIR, load_models
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured_throughput_calibration.csv"
 EXTRA_CSV = Path(__file__).resolve().parent / "data" / "throughput_extra.csv"
 TOLERANCE_PCT = 35.0
-# Frameworks that run fused Triton kernels (FlashAttention-2, fused RMSNorm / RoPE / SwiGLU / LoRA
-# / linear cross-entropy): Unsloth, and any stack that names Liger Kernel.
-FUSED_KERNEL_STACKS = ("unsloth", "liger")
+# Frameworks that run fused kernels (FlashAttention-2, fused RMSNorm / RoPE / SwiGLU / LoRA
+# / linear cross-entropy): Unsloth, any stack that names Liger Kernel, and Megatron-Core on
+# TransformerEngine layers (NeMo's Llama recipes: the RMSNorm fused into the next linear by TE's
+# LayerNormLinear, cuDNN fused attention, `apply_rope_fusion`, `bias_activation_fusion` for SwiGLU).
+FUSED_KERNEL_STACKS = ("unsloth", "liger", "transformerengine")
 # Stacks whose AdamW runs as one fused kernel: torchtune's recipe configs set `fused: True` on
 # torch.optim.AdamW (its 70B offload row says "CPU offload with fused optimizer"); torchtitan's
 # `optimizer.implementation` defaults to "fused". Everything else gets torch's default, foreach.
@@ -95,6 +97,9 @@ FP32_ADAPTER_SOURCES = frozenset({"peft-method-comparison"})
 # "LoRA r8 on q,v" / "LoRA r32 on q_proj,v_proj": the notes name the adapted projections where
 # the `lora_targets` column can only say "attention"
 QV_ONLY = re.compile(r"\bq(?:_proj)?,\s*v(?:_proj)?\b")
+# "packed documents attended apart (mean 446.5 tokens)": the notes' statement that the packer kept
+# each document's attention to itself (FlashAttention varlen), with the mean document length
+DOCUMENTS = re.compile(r"packed documents attended apart \(mean ([0-9]+(?:\.[0-9]+)?) tokens\)")
 
 
 @dataclass(frozen=True)
@@ -243,6 +248,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         )
         padding_efficiency = seq_len / padded_len
         seq_len = round(padded_len)
+    documents = DOCUMENTS.search(row["notes"])
     precision, mixed_precision = row["precision"], "fsdp"
     if row["source"] in FP32_ADAPTER_SOURCES and row["method"] != "full":
         precision, mixed_precision = "bf16-mixed", "none"
@@ -271,6 +277,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         kernels="fused" if any(k in framework for k in FUSED_KERNEL_STACKS) else "plain",
         # a GPTQ-int4 base is named in the framework or notes ("GPTQ", "Int4 GPTQ checkpoint")
         quant="gptq" if "gptq" in f"{framework} {row['notes']}".lower() else "nf4-dq",
+        doc_len=float(documents.group(1)) if documents else None,
     )
     link = row["intra_link"].strip().lower()
     gpu = _accelerator(
