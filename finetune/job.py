@@ -205,7 +205,7 @@ class Job:
                 "doc_len describes packed data (documents concatenated, attention within each); "
                 "padded data has one sample per row: give one or the other"
             )
-        if self.attention != "flash" and self.kernels != "fused":
+        if self.attention_kernel != "flash":
             raise ValueError(
                 "doc_len needs FlashAttention's varlen kernel (attention='flash'): eager attention "
                 "cannot keep packed documents apart without a full s×s mask"
@@ -240,6 +240,13 @@ class Job:
     def chunked_ce(self) -> bool:
         """Whether the loss avoids the full fp32 logits (the marts' `chunked_ce` column)."""
         return self.loss != "standard"
+
+    @property
+    def attention_kernel(self) -> Attention:
+        """The attention kernel the job's stack runs: the fused stack loads FlashAttention-2
+        whatever `attention` says; the plain stack runs SDPA (flash backend) or eager as asked.
+        (A model can still force eager: `finetune.memory.attention_impl`.)"""
+        return "flash" if self.kernels == "fused" else self.attention
 
     @property
     def attention_span(self) -> float:
@@ -330,11 +337,7 @@ def _truncated_exponential_rate(mean_len: float, max_len: float) -> float:
     """
 
     def mean(lam: float) -> float:
-        if abs(lam * max_len) < 1e-9:
-            return max_len / 2
-        if lam * max_len > 700:  # e^(λ·max_len) beyond a float: the tail term is 0
-            return 1 / lam
-        return 1 / lam - max_len / math.expm1(lam * max_len)
+        return max_len * _law_moments(lam * max_len)[0]
 
     # λ·max_len from −700 (means within max_len / 700 of max_len; e^700 is near a float's
     # limit) to 1e6 (means down to max_len / 1e6)
@@ -359,13 +362,17 @@ def attended_length(mean_len: float, max_len: float) -> float:
     """
     if not (0 < mean_len < max_len):
         raise ValueError(f"need 0 < mean_len < max_len, got {mean_len}, {max_len}")
-    t = _truncated_exponential_rate(mean_len, max_len) * max_len
-    if t >= 0:
-        first, second = _decaying_moments(t)
-    else:  # mass near max_len: the moments of 1 − y, which decays at −t, turned back
-        near_first, near_second = _decaying_moments(-t)
-        first, second = 1 - near_first, 1 - 2 * near_first + near_second
+    first, second = _law_moments(_truncated_exponential_rate(mean_len, max_len) * max_len)
     return max_len * second / first
+
+
+def _law_moments(t: float) -> tuple[float, float]:
+    """E[y] and E[y²] of y = length / max_len under the density ∝ exp(−t·y) on [0, 1]."""
+    if t >= 0:
+        return _decaying_moments(t)
+    # mass near max_len: the moments of 1 − y, which decays at −t, turned back
+    near_first, near_second = _decaying_moments(-t)
+    return 1 - near_first, 1 - 2 * near_first + near_second
 
 
 def _decaying_moments(rate: float) -> tuple[float, float]:
@@ -373,11 +380,13 @@ def _decaying_moments(rate: float) -> tuple[float, float]:
 
     ∫ zᵏ·e^(−rz) dz over [0, 1] is (1 − e^(−r)) / r, (1 − e^(−r)(1 + r)) / r² and
     (2 − e^(−r)(r² + 2r + 2)) / r³ for k = 0, 1, 2; below r = 0.01, where those cancel, their
-    Taylor series (exact to r³ ≈ 1e-6).
+    Taylor series Σ (−r)ⁿ / (n!·(n + k + 1)) to r³ (exact to r⁴ ≈ 1e-8).
     """
     r = rate
     if r < 1e-2:
-        zeroth, first, second = 1 - r / 2 + r * r / 6, 1 / 2 - r / 3 + r * r / 8, 1 / 3 - r / 4 + r * r / 10
+        zeroth = 1 - r / 2 + r**2 / 6 - r**3 / 24
+        first = 1 / 2 - r / 3 + r**2 / 8 - r**3 / 30
+        second = 1 / 3 - r / 4 + r**2 / 10 - r**3 / 36
     else:
         decay = math.exp(-r)
         zeroth = -math.expm1(-r) / r

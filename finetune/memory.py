@@ -604,6 +604,16 @@ def _autocast_linear_input_bytes(model: ModelSpec, job: Job) -> tuple[float, flo
     return attention_bytes, mlp_bytes + (BF16_BYTES * model.intermediate_size if shares_down_input else 0.0)
 
 
+def attention_impl(model: ModelSpec, job: Job) -> str:
+    """The attention kernel that runs, for memory and time alike: the job's stack
+    (`Job.attention_kernel`), except that on the plain stack Gemma 2's attention soft-capping has
+    no SDPA kernel, so transformers falls back to eager. The fused stack's FlashAttention-2
+    takes the soft-cap (its `softcap` argument, FlashAttention ≥ 2.6)."""
+    if job.kernels == "plain" and model.attn_logit_softcapping:
+        return "eager"
+    return job.attention_kernel
+
+
 def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) -> float:
     """Bytes autograd saves per token in one decoder layer (HF Llama-style, bf16).
 
@@ -648,8 +658,7 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
         normed = FP32_BYTES * h if autocast else BF16_BYTES * h
         norms = n_norms * (4 * h + (normed if full else 0))
     qkv_in = 2 * h
-    # Gemma 2's attention soft-capping has no FlashAttention-2 kernel: HF falls back to eager
-    eager = job.attention == "eager" or model.attn_logit_softcapping
+    eager = attention_impl(model, job) == "eager"
     if not eager:
         attn = 2 * q_out + 4 * kv_out + 2 * q_out
     else:

@@ -88,6 +88,7 @@ from finetune.memory import (
     _module_bytes,
     adapted_linears,
     adapter_params,
+    attention_impl,
     embedding_copy_params,
     memory_per_gpu,
     quantized_bytes_per_param,
@@ -510,10 +511,10 @@ def _attention_forward_flops_per_token(model: ModelSpec, job: Job) -> float:
     """QKᵀ and PV: 2 matmuls × 2·s·a·d FLOPs per token per layer (llm-foundry's attn_flops), s
     the keys a query sees: the row, or its own document in packed data (`Job.attention_span`)."""
     core = 4.0 * model.layers * model.attention_heads * model.head_dim_ * job.attention_span
-    return core * (CAUSAL_FRACTION if _skips_masked_blocks(job) else 1.0)
+    return core * (CAUSAL_FRACTION if _skips_masked_blocks(model, job) else 1.0)
 
 
-def _skips_masked_blocks(job: Job) -> bool:
+def _skips_masked_blocks(model: ModelSpec, job: Job) -> bool:
     """Whether the attention kernel skips the causal mask's upper half.
 
     FlashAttention does (and the fused stack's FlashAttention-2 unpads a padded batch). The plain
@@ -521,16 +522,10 @@ def _skips_masked_blocks(job: Job) -> bool:
     `is_causal = query.shape[2] > 1 and attention_mask is None and …`, so a padded batch passes
     its 4-D mask and every s² block is computed.
     """
-    if attention_impl(job) != "flash":
+    if attention_impl(model, job) != "flash":
         return False
     padded = job.padding_efficiency < 1.0 or job.peak_seq_len is not None
     return job.kernels == "fused" or not padded
-
-
-def attention_impl(job: Job) -> str:
-    """The attention kernel a job runs: the fused stack loads FlashAttention-2 whatever
-    `attention` says; the plain stack runs SDPA (flash backend) or eager as asked."""
-    return "flash" if job.kernels == "fused" else job.attention
 
 
 def loss_impl(job: Job) -> str:
@@ -848,7 +843,7 @@ def step_time(
     attn_fwd = _attention_forward_flops_per_token(model, job) * tokens
     attn_flops = attn_fwd * (1 + ATTENTION_BACKWARD_RATIO + _attention_recompute(job))
     attention_s = attn_flops / (peak * gpu.attention_efficiency)
-    if attention_impl(job) == "eager":
+    if attention_impl(model, job) == "eager":
         # scores, fp32 softmax and its bf16 copy written and read back, fwd and bwd: ~42 B per score
         scores = model.layers * model.attention_heads * job.seq_len * tokens
         attention_s += 42.0 * scores / bw

@@ -24,7 +24,6 @@ from finetune.time import (
     GPTQ_DEQUANT_BYTES_PER_WEIGHT,
     HOST_MEMORY_GBYTES_PER_S,
     STREAM_EFFICIENCY,
-    attention_impl,
     link_bytes_per_s,
     loss_impl,
     step_time,
@@ -79,10 +78,10 @@ def test_fused_stack_moves_fewer_elementwise_bytes_and_dispatches_fewer_ops() ->
 
 def test_fused_stack_runs_flash_attention_and_the_fused_loss_whatever_was_asked() -> None:
     job = Job(attention="eager", loss="standard", kernels="fused")
-    assert attention_impl(job) == "flash"
+    assert job.attention_kernel == "flash"
     assert loss_impl(job) == "fused"
     # the plain stack keeps what the job asks
-    assert attention_impl(replace(job, kernels="plain")) == "eager"
+    assert replace(job, kernels="plain").attention_kernel == "eager"
     assert loss_impl(replace(job, kernels="plain", loss="chunked")) == "chunked"
 
 

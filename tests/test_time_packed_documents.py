@@ -194,3 +194,46 @@ def test_megatron_on_transformer_engine_reads_as_the_fused_stack() -> None:
     assert case.job is not None and case.job.kernels == "fused"
     automodel = row_to_case(_row("X33"), MODELS, load_gpus())
     assert automodel.job is not None and automodel.job.kernels == "plain"
+
+
+# --- one attention rule for memory and time -----------------------------------------------------
+
+GEMMA_2 = MODELS["google/gemma-2-9b"]
+GEMMA_JOB = Job(method="lora", seq_len=4096)
+
+
+def test_a_soft_capped_model_runs_eager_attention_on_the_plain_stack_for_time_too() -> None:
+    # memory already counted Gemma 2's s² scores on the plain stack; time priced FlashAttention
+    from finetune.memory import attention_impl
+
+    assert attention_impl(GEMMA_2, GEMMA_JOB) == "eager"
+    assert attention_impl(LLAMA_8B, GEMMA_JOB) == "flash"
+    plain = estimate_time(GEMMA_2, GEMMA_JOB, 1e9, 1, 1, H100.tflops, None, None, gpu=H100).step
+    asked = estimate_time(
+        GEMMA_2, replace(GEMMA_JOB, attention="eager"), 1e9, 1, 1, H100.tflops, None, None, gpu=H100
+    )
+    assert plain is not None and asked.step is not None
+    assert plain.attention_s == pytest.approx(asked.step.attention_s)
+
+
+def test_the_fused_stack_takes_the_soft_cap_in_flash_attention_for_memory_too() -> None:
+    from finetune.memory import attention_impl
+
+    fused = replace(GEMMA_JOB, kernels="fused")
+    assert attention_impl(GEMMA_2, fused) == "flash"
+    # an eager request on the fused stack is what the fused stack's FlashAttention holds
+    assert (
+        memory_per_gpu(LLAMA_8B, replace(fused, attention="eager")).as_dict()
+        == memory_per_gpu(LLAMA_8B, fused).as_dict()
+    )
+    # un-checkpointed every layer keeps its attention: the plain stack's eager s² scores show
+    kept, kept_fused = replace(GEMMA_JOB, grad_checkpointing=False), replace(fused, grad_checkpointing=False)
+    assert memory_per_gpu(GEMMA_2, kept_fused).activations_gb < memory_per_gpu(GEMMA_2, kept).activations_gb
+
+
+def test_the_law_moments_behind_the_rate_search_are_continuous_where_the_series_takes_over() -> None:
+    from finetune.job import _law_moments
+
+    for t in (1e-2, -1e-2):
+        below, above = _law_moments(t * (1 - 1e-9)), _law_moments(t * (1 + 1e-9))
+        assert below == pytest.approx(above, rel=1e-7)
