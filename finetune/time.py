@@ -102,7 +102,9 @@ from finetune.memory import (
 # table (stas00/ml-engineering, compute/accelerator/README.md @744d01e: the mean of 100 matmuls at
 # the best shape found) measures 80.3 % on H100 SXM, 86.9 % on A100 SXM, 81.1 % on A100 PCIe,
 # 83.8 % on GH200. A part whose own measured rate is lower (gpus.csv `matmul_tflops`: B200
-# 77.6 %, GB200, MI300X 51.4 %, MI325X, MI355X) is held to it: no training GEMM beats the best
+# 77.6 %, GB200, MI300X 51.4 %, MI325X, MI355X; for parts MAMF never measured, a table of square
+# bf16 torch.mm that reads within 3 % of MAMF where both measured: H100 PCIe 65.6 %, L40S 74.4 %,
+# L4 58.6 %, RTX A6000 79.7 %) is held to it: no training GEMM beats the best
 # shape's mean (`Accelerator.matmul_share`). A part measured higher keeps 0.80: A100's 86.9 %
 # is at its best shape, and pricing the A100 rows at it moved them further from their
 # measurements (benchmarks/README.md, "Workstation and Ada rows").
