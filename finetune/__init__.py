@@ -69,6 +69,7 @@ from finetune.memory import (
     memory_per_gpu,
     model_states,
     model_states_bytes,
+    require_expressible,
     trainable_params,
 )
 from finetune.time import (
@@ -129,6 +130,7 @@ __all__ = [
     "padded_batch_length",
     "padded_shape",
     "require_data_parallel",
+    "require_expressible",
     "run_cost",
     "trainable_params",
 ]

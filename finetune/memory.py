@@ -37,7 +37,15 @@ from finetune.architecture import (
     layer_params,
     linear_params,
 )
-from finetune.job import Job, MixedPrecision, Optimizer, Precision, Sharding, require_data_parallel
+from finetune.job import (
+    Job,
+    MixedPrecision,
+    Optimizer,
+    OutsideModelError,
+    Precision,
+    Sharding,
+    require_data_parallel,
+)
 
 GB = 1e9
 
@@ -614,6 +622,19 @@ def attention_impl(model: ModelSpec, job: Job) -> str:
     return job.attention_kernel
 
 
+def require_expressible(model: ModelSpec, job: Job) -> None:
+    """Refuse a job that `model`'s own attention cannot run as stated, with one line saying what
+    to ask instead. `Job` checks what it can see alone (packed documents need FlashAttention's
+    varlen kernel); whether the model forces eager attention it cannot see."""
+    if job.doc_len is not None and attention_impl(model, job) == "eager":
+        raise OutsideModelError(
+            f"doc_len with {model.model_id} on the plain stack: transformers runs its soft-capped "
+            "attention eagerly (SDPA has no soft-cap), and eager attention cannot keep packed "
+            "documents apart without a full s×s mask; use kernels='fused' (FlashAttention ≥ 2.6 "
+            "takes the soft-cap) or leave doc_len out"
+        )
+
+
 def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) -> float:
     """Bytes autograd saves per token in one decoder layer (HF Llama-style, bf16).
 
@@ -841,6 +862,7 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     if n_gpus < 1:
         raise ValueError(f"n_gpus must be ≥ 1, got {n_gpus}")
     require_data_parallel(job)
+    require_expressible(model, job)
     states = model_states(model, job, n_gpus)
     acts, logits = step_transient_bytes(model, job)
     fragmentation = ALLOCATOR_FRAGMENTATION * (acts + logits)

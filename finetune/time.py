@@ -92,6 +92,7 @@ from finetune.memory import (
     embedding_copy_params,
     memory_per_gpu,
     quantized_bytes_per_param,
+    require_expressible,
     trainable_params,
     trains_head,
 )
@@ -827,6 +828,7 @@ def step_time(
     gathered over and `network_bytes_per_s` each GPU's share of the node's network.
     """
     require_data_parallel(job)
+    require_expressible(model, job)
     tokens = job.seq_len * job.micro_batch
     peak = gpu.tflops * 1e12
     bw = gpu.bandwidth_bytes_per_s * STREAM_EFFICIENCY

@@ -167,7 +167,7 @@ def memory_ask(job: JobOptions, *, gpus: int, sharding: str, spec: ModelSpec | N
             "--gpus <GPUs per node>, or gpucost estimate --gpu … --nodes N --sharding hybrid"
         )
     spec = spec or job.model_spec()
-    model_job, shape = job.job(sharding=sharding)
+    model_job, shape = job.job(sharding=sharding, model=spec)
     return MemoryAsk(spec, model_job, shape, gpus)
 
 
@@ -449,7 +449,10 @@ def estimate_ask(
     spec = spec or job.model_spec()
     # sharding is chosen per offer (none → zero2 → zero3); offload rules out `none`
     model_job, shape = job.job(
-        sharding="zero3" if job.offload else "none", padding_efficiency=padding_efficiency, compiled=compiled
+        sharding="zero3" if job.offload else "none",
+        padding_efficiency=padding_efficiency,
+        compiled=compiled,
+        model=spec,
     )
     fjob = FinetuneJob("adhoc", spec.model_id, model_job, int(parse_tokens(tokens)), epochs, job.experiment())
     filters = make_filters(

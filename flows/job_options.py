@@ -51,6 +51,7 @@ from finetune.job import (
     padded_shape,
     require_data_parallel,
 )
+from finetune.memory import require_expressible
 from flows.hf_configs import ConfigNotFound, parse_config, resolve_config
 from flows.output import err
 from warehouse.seed_models import load_models
@@ -611,14 +612,26 @@ class JobOptions:
         )
 
     def job(
-        self, *, sharding: str, padding_efficiency: float | None = None, compiled: bool = False
+        self,
+        *,
+        sharding: str,
+        padding_efficiency: float | None = None,
+        compiled: bool = False,
+        model: ModelSpec | None = None,
     ) -> tuple[Job, PaddedShape | None]:
-        """The model's Job (and the padded shape, for padded data) under `sharding`."""
+        """The model's Job (and the padded shape, for padded data) under `sharding`; with `model`,
+        also refused where that model cannot run it as stated (`require_expressible`)."""
         shape_knobs, shape = _shape(
             self.seq_len, self.mean_len, self.max_len, self.micro_batch, padding_efficiency
         )
         knobs = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_JOB_FIELDS}
-        return _job(**knobs, **shape_knobs, compiled=compiled, sharding=sharding), shape
+        job = _job(**knobs, **shape_knobs, compiled=compiled, sharding=sharding)
+        if model is not None:
+            try:
+                require_expressible(model, job)
+            except ValueError as exc:
+                raise _fail(str(exc)) from None
+        return job, shape
 
 
 # JobOptions fields that are not Job fields: what the model is, and the shape _shape derives

@@ -55,6 +55,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from answers import AnswerError
+from finetune.architecture import ModelSpec
 from finetune.cost import BILL_ITEMS
 from flows import cli_finetune, cli_prices
 from flows.hf_configs import MAX_CONFIG_BYTES
@@ -303,6 +304,13 @@ def _model_and_job(
             continue
         if fallback in ("model", "config_json"):
             spec = result
+    if not found and isinstance(spec, ModelSpec):
+        # what only the model and the job together can refuse (`require_expressible`): a soft-capped
+        # model's eager attention cannot keep packed documents apart
+        try:
+            job.job(sharding=sharding, padding_efficiency=own.get("padding_efficiency"), model=spec)
+        except OptionError as exc:
+            found.append((_field_named(exc.message, fields, "doc_len"), exc.message))
     if found:
         raise _errors(found)
     return spec

@@ -246,6 +246,9 @@ BAD = [
     ("/api/estimate", {"model": "Llama-3.1-8B", "offer_gpu": "TPU9"}, "offer_gpu", "--offer-gpu"),
     ("/api/estimate", {}, "model", "give exactly one of --model"),
     ("/api/estimate", {"model": "Llama-3.1-9B"}, "model", "no model 'Llama-3.1-9B'"),
+    # only the model and the job together refuse it: Gemma 2's soft-cap forces eager on the plain stack
+    ("/api/estimate", {"model": "google/gemma-2-9b", "doc_len": "300"}, "doc_len", "kernels='fused'"),
+    ("/api/memory", {"model": "google/gemma-2-9b", "doc_len": "300"}, "doc_len", "eager"),
     ("/api/memory", {"model": "Llama-3.1-8B", "sharding": "hybrid"}, "sharding", "--sharding hybrid"),
     ("/api/memory", {"model": "Llama-3.1-8B", "gpus": "-1"}, "gpus", "--gpus"),
     ("/api/prices", {"spot": "true", "on_demand": "true"}, "spot", "exclusive"),

@@ -82,7 +82,11 @@ def test_parts_mamf_never_measured_take_the_square_matrix_table(hw: HardwareCata
     assert {name: hw.gpus[name].matmul_tflops for name in expected} == expected
     assert all(SQUARE_TABLE in hw.gpus[name].matmul_tflops_source for name in expected)
     # a part both tables measured keeps MAMF's figure: its search over shapes finds the better one
-    assert all(MAMF in g.matmul_tflops_source for g in hw.gpus.values() if g.matmul_tflops and g.gpu_name not in expected)
+    assert all(
+        MAMF in g.matmul_tflops_source
+        for g in hw.gpus.values()
+        if g.matmul_tflops and g.gpu_name not in expected
+    )
     # the A100 PCIe stays unmeasured: MAMF's "A100 PCIe" does not say which of the 40 GB (250 W)
     # and 80 GB (300 W) parts it was, and the square table's is one contributor's 40 GB card
     assert hw.gpus["A100-40GB-PCIe"].matmul_tflops is None and hw.gpus["A100-80GB-PCIe"].matmul_tflops is None

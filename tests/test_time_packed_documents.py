@@ -231,6 +231,41 @@ def test_the_fused_stack_takes_the_soft_cap_in_flash_attention_for_memory_too() 
     assert memory_per_gpu(GEMMA_2, kept_fused).activations_gb < memory_per_gpu(GEMMA_2, kept).activations_gb
 
 
+def test_a_soft_capped_model_cannot_keep_documents_apart_on_the_plain_stack() -> None:
+    # Job alone cannot see that Gemma 2 forces eager attention on the plain stack; the model and the
+    # job together refuse it, in time and memory alike, and the fused stack's FlashAttention runs it
+    from finetune import require_expressible
+    from finetune.job import OutsideModelError
+
+    apart = replace(GEMMA_JOB, doc_len=300.0)
+    with pytest.raises(OutsideModelError, match="kernels='fused'"):
+        require_expressible(GEMMA_2, apart)
+    with pytest.raises(OutsideModelError, match="eager"):
+        estimate_time(GEMMA_2, apart, 1e9, 1, 1, H100.tflops, None, None, gpu=H100)
+    with pytest.raises(OutsideModelError, match="eager"):
+        memory_per_gpu(GEMMA_2, apart)
+    fused = replace(apart, kernels="fused")
+    require_expressible(GEMMA_2, fused)
+    assert estimate_time(GEMMA_2, fused, 1e9, 1, 1, H100.tflops, None, None, gpu=H100).step is not None
+    # a model without the soft-cap runs SDPA's flash backend on the plain stack: documents apart are fine
+    require_expressible(LLAMA_8B, apart)
+    # and Gemma 2 without packed documents is a job eager attention runs
+    require_expressible(GEMMA_2, GEMMA_JOB)
+
+
+@pytest.mark.parametrize("command", ["estimate", "memory"])
+def test_the_command_line_refuses_documents_apart_under_eager_attention_in_one_line(command: str) -> None:
+    args = [command, "--model", "google/gemma-2-9b", "--seq-len", "4096", "--doc-len", "300"]
+    if command == "estimate":  # on stated hardware: no warehouse needed
+        args += ["--gpu", "H100-SXM", "--tokens", "10M"]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 1, refused.output
+    assert "doc_len with google/gemma-2-9b on the plain stack" in refused.output
+    assert "Traceback" not in refused.output
+    fused = CliRunner().invoke(app, [*args, "--kernels", "fused", "--json"])
+    assert fused.exit_code == 0, fused.output
+
+
 def test_the_law_moments_behind_the_rate_search_are_continuous_where_the_series_takes_over() -> None:
     from finetune.job import _law_moments
 
