@@ -388,6 +388,23 @@ def test_gpus_prints_the_seed_catalog_by_vendor_without_a_warehouse(home: Path):
     assert not home.exists()  # the catalog needs no warehouse and writes none
 
 
+def test_gpus_shows_the_measured_matmul_rate_the_time_model_reads(home: Path):
+    # a user comparing an H100 PCIe with an SXM part sees why its plan is slower than the rated
+    # ratio: the part is held to its measured rate, shown beside the rated one
+    from answers import catalog
+
+    columns, rows = catalog.gpu_catalog()
+    assert columns.index("matmul_tflops") == columns.index("bf16_tflops") + 1
+    by_name = {row[columns.index("gpu_name")]: row for row in rows}
+    rate = columns.index("matmul_tflops")
+    assert by_name["H100-PCIe"][rate] == 495.93
+    assert by_name["H100-SXM"][rate] == 794.5
+    assert by_name["A10G"][rate] is None  # measured by neither table: 0.80 of its rated figure
+    printed = runner.invoke(app, ["gpus"])
+    assert printed.exit_code == 0 and "matmul_tflops" in printed.stdout
+    assert not home.exists()
+
+
 def test_unmapped_lists_the_gpu_names_no_seed_can_name(home: Path):
     live_warehouse(home, unmapped=True)
     result = runner.invoke(app, ["unmapped"])
