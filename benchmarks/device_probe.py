@@ -541,11 +541,17 @@ def compare(args: argparse.Namespace) -> int:
         ratio = gemm["sustained_tflops"] / gemm["burst_best_tflops"]
         print(f"\nsustained / burst best = {ratio:.3f} (rated {rated:g} TFLOP/s)")
         if spec.get("matmul_tflops"):
-            # the seed's measured rate (MAMF's mean at its best shape), which the model holds the
-            # part to where it is below the rated share: does this device agree with it?
+            # the seed's measured rate, which the model holds the part to where it is below the
+            # rated share: does this device agree with it? Named by the table it came from (MAMF's
+            # mean at its best shape, or the square-matrix table for parts MAMF never measured)
             seeded = float(spec["matmul_tflops"])
             median = gemm["burst_median_tflops"]
-            print(f"burst median / gpus.csv matmul_tflops {seeded:g} (MAMF) = {median / seeded:.3f}")
+            table = (
+                "MAMF"
+                if "Maximum Achievable Matmul FLOPS" in spec["matmul_tflops_source"]
+                else "square-matrix table"
+            )
+            print(f"burst median / gpus.csv matmul_tflops {seeded:g} ({table}) = {median / seeded:.3f}")
     copy = report.get("copy")
     bandwidth = float(spec.get("memory_bandwidth_gbps") or "nan")
     if copy and math.isfinite(bandwidth):

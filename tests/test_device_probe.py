@@ -240,6 +240,20 @@ def test_compare_prints_the_benchmarks_own_prediction(tmp_path: Path, capsys):
         assert [r["id"] for r in csv.DictReader(f)] == [j.id for j in dp.JOBS if j.id != "P05"]
 
 
+def test_compare_names_the_table_a_seeded_rate_came_from(tmp_path: Path, capsys):
+    # the H100 PCIe's rate is the square-matrix table's (MAMF never measured the part): the line
+    # must not call it MAMF
+    probe = tmp_path / "probe.json"
+    report = _report()
+    probe.write_text(json.dumps(report))
+    assert dp.main(["compare", str(probe), "--gpu", "H100-PCIe"]) == 0
+    out = capsys.readouterr().out
+    median = report["gemm"]["burst_median_tflops"]
+    line = f"burst median / gpus.csv matmul_tflops 495.93 (square-matrix table) = {median / 495.93:.3f}"
+    assert line in out
+    assert "(MAMF) =" not in out
+
+
 def test_compare_refuses_a_tiny_smoke_run(tmp_path: Path, capsys):
     probe = tmp_path / "probe.json"
     probe.write_text(json.dumps(_report(tiny=True)))
