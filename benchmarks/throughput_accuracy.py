@@ -48,6 +48,11 @@ TOLERANCE_PCT = 35.0
 # TransformerEngine layers (NeMo's Llama recipes: the RMSNorm fused into the next linear by TE's
 # LayerNormLinear, cuDNN fused attention, `apply_rope_fusion`, `bias_activation_fusion` for SwiGLU).
 FUSED_KERNEL_STACKS = ("unsloth", "liger", "transformerengine")
+# Stacks whose attention is the GPU's own fused kernel, not FA2-class (`Job.attention` "native"):
+# TransformerEngine's DotProductAttention runs cuDNN fused attention (the NeMo rows' framework
+# says "TransformerEngine layers/fused attention"). A stack that does not say runs FA2-class
+# kernels (flash-attn 2, SDPA's flash backend).
+NATIVE_ATTENTION_STACKS = ("transformerengine",)
 # Stacks whose AdamW runs as one fused kernel: torchtune's recipe configs set `fused: True` on
 # torch.optim.AdamW (its 70B offload row says "CPU offload with fused optimizer"); torchtitan's
 # `optimizer.implementation` defaults to "fused". Everything else gets torch's default, foreach.
@@ -275,6 +280,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         offload=row["offload"].strip().lower() == "yes",
         compiled=ran_compiled(row),
         kernels="fused" if any(k in framework for k in FUSED_KERNEL_STACKS) else "plain",
+        attention="native" if any(k in framework for k in NATIVE_ATTENTION_STACKS) else "flash",
         # a GPTQ-int4 base is named in the framework or notes ("GPTQ", "Int4 GPTQ checkpoint")
         quant="gptq" if "gptq" in f"{framework} {row['notes']}".lower() else "nf4-dq",
         doc_len=float(documents.group(1)) if documents else None,

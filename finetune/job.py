@@ -13,7 +13,11 @@ Optimizer = Literal["adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit"]
 # hybrid: HSDP (torch FSDP ShardingStrategy.HYBRID_SHARD): ZeRO-3 inside each node, replicas
 # across nodes, so only the gradient all-reduce of each GPU's shard crosses the network.
 Sharding = Literal["none", "zero2", "zero3", "hybrid"]
-Attention = Literal["flash", "eager"]
+# flash: FlashAttention-2-class kernels (the flash-attn 2 package, PyTorch SDPA's flash backend);
+# native: the generation's own fused attention, where it has one beyond FA2 (FlashAttention-3 or
+# cuDNN / TransformerEngine fused attention on Hopper, FlashAttention-4 or cuDNN on Blackwell; on
+# Ampere and Ada it is FA2-class); eager: unfused softmax(QKᵀ)V with the s×s scores in memory.
+Attention = Literal["flash", "native", "eager"]
 # --- modeltime (issue 23): the kernel stack a job runs on.
 # plain: what transformers + PEFT run unless asked otherwise: attention through SDPA
 # (attn_implementation defaults to "sdpa"), HF's eager RMSNorm / rotary / SwiGLU / PEFT LoRA ops
@@ -205,10 +209,10 @@ class Job:
                 "doc_len describes packed data (documents concatenated, attention within each); "
                 "padded data has one sample per row: give one or the other"
             )
-        if self.attention_kernel != "flash":
+        if self.attention_kernel == "eager":
             raise ValueError(
-                "doc_len needs FlashAttention's varlen kernel (attention='flash'): eager attention "
-                "cannot keep packed documents apart without a full s×s mask"
+                "doc_len needs a fused varlen attention kernel (attention='flash' or 'native'): "
+                "eager attention cannot keep packed documents apart without a full s×s mask"
             )
 
     def _check_memory_knobs(self) -> None:
@@ -243,10 +247,10 @@ class Job:
 
     @property
     def attention_kernel(self) -> Attention:
-        """The attention kernel the job's stack runs: the fused stack loads FlashAttention-2
-        whatever `attention` says; the plain stack runs SDPA (flash backend) or eager as asked.
+        """The attention kernel the job's stack runs: the fused stack loads FlashAttention-2 where
+        `attention` says eager (it never runs eager attention); otherwise the kernel asked for.
         (A model can still force eager: `finetune.memory.attention_impl`.)"""
-        return "flash" if self.kernels == "fused" else self.attention
+        return "flash" if self.kernels == "fused" and self.attention == "eager" else self.attention
 
     @property
     def attention_span(self) -> float:

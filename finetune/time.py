@@ -17,8 +17,9 @@ so the launch floor only shows when the GPU work is shorter):
   wave quantization (`tile_efficiency`);
 * attention core: FlashAttention's causal kernels skip the masked half of the s² blocks; backward
   is 2.5× forward (FlashAttention-2, Dao 2023, §3.2: five matmuls against two); at the kernel
-  efficiency of the GPU generation (ATTENTION_EFFICIENCY); eager attention computes and stores the
-  full s² scores;
+  efficiency of the GPU generation, FA2-class (ATTENTION_EFFICIENCY) or the generation's own
+  kernel (`Job.attention` "native": NATIVE_ATTENTION_EFFICIENCY); eager attention computes and
+  stores the full s² scores;
 * elementwise work (norms, rotary, activations, residuals, LoRA adapters, dropout): bytes at
   memory bandwidth (`_elementwise_bytes_per_token` lists them; a compiled job, `Job.compiled`,
   moves only each fused region's inputs and outputs). This term is why H100s reach a
@@ -143,9 +144,27 @@ GEMM_TILES_PER_SM = 1
 # reach, by generation. Ampere/Ada: FA2 forward+backward ≈ 50–73 % of A100 peak (Dao 2023,
 # arXiv:2307.08691, abstract and fig. 4–6): 0.6. Hopper and later: FA2 reaches 35 % of H100
 # peak (Shah et al. 2024, FlashAttention-3, arXiv:2407.08608, abstract); common fine-tuning
-# stacks run FA2 kernels there, and Blackwell has no FA2-class figure, so it takes Hopper's.
+# stacks run FA2 kernels there. Blackwell takes Hopper's 0.35, a stand-in: FA2 on a B200 runs at
+# about Hopper's absolute rate, 310–360 TFLOPS, 14–16 % of its dense peak (flash-attn 2.7.4
+# fwd+bwd, hdim 64: Dao-AILab/flash-attention issue #1589, 2025-04; fwd, hdim 128:
+# meta-pytorch/tritonbench PR #171, 2025-03), while its own kernels (cuDNN SDPA, FA4) reach
+# 50–60 % at long sequences (NATIVE_ATTENTION_EFFICIENCY). Which one a Blackwell stack runs
+# differs by stack and version, and the datacenter parts (sm100: no FA2-class path to their peak)
+# share the name "Blackwell" with the RTX ones (sm120: FA2's mma path is the native one).
 ATTENTION_EFFICIENCY: dict[str, float] = {"Ampere": 0.60, "Ada Lovelace": 0.60}
 ATTENTION_EFFICIENCY_DEFAULT = 0.35
+# Share of dense peak that a generation's own fused attention reaches (`Job.attention` "native"),
+# where it has one beyond FA2. Hopper: FlashAttention-3 is 1.5–2.0× FA2 in forward and 1.5–1.75×
+# in backward, and beats cuDNN from 1k tokens (Shah et al. 2024, §4.1); at the midpoints, over
+# one forward and 2.5 forwards' worth of backward, 3.5 / (1/1.75 + 2.5/1.625) = 1.66× FA2's 0.35:
+# 0.58. Blackwell: FlashAttention-4 on a B200, head dim 128, causal, 8k tokens, 1418 TFLOPS
+# forward and 1208 backward (Dao-AILab/flash-attention PR #2280, 2026-02), 3.5 / (1/1418 +
+# 2.5/1208) = 1261 of 2250: 0.56. Elsewhere native is FA2-class: the generation's flash figure.
+NATIVE_ATTENTION_EFFICIENCY: dict[str, float] = {
+    "Hopper": 0.58,
+    "Blackwell": 0.56,
+    "Blackwell Ultra": 0.56,
+}
 # FlashAttention-2 backward = 2.5 × forward FLOPs (5 matmuls vs 2; Dao 2023 §3.2).
 ATTENTION_BACKWARD_RATIO = 2.5
 # Causal masking: FlashAttention skips the blocks above the diagonal, half of s² (Dao 2023 §3.1).
@@ -316,7 +335,15 @@ class Accelerator:
 
     @property
     def attention_efficiency(self) -> float:
+        """Share of `tflops` that FlashAttention-2-class kernels reach on this generation."""
         return ATTENTION_EFFICIENCY.get(self.architecture or "", ATTENTION_EFFICIENCY_DEFAULT)
+
+    def attention_efficiency_of(self, kernel: str) -> float:
+        """Share of `tflops` the fused attention `kernel` ("flash" or "native") reaches: native
+        where the generation has its own kernel beyond FA2, else the FA2-class figure."""
+        if kernel == "native":
+            return NATIVE_ATTENTION_EFFICIENCY.get(self.architecture or "", self.attention_efficiency)
+        return self.attention_efficiency
 
 
 @dataclass(frozen=True)
@@ -525,7 +552,7 @@ def _skips_masked_blocks(model: ModelSpec, job: Job) -> bool:
     `is_causal = query.shape[2] > 1 and attention_mask is None and …`, so a padded batch passes
     its 4-D mask and every s² block is computed.
     """
-    if attention_impl(model, job) != "flash":
+    if attention_impl(model, job) == "eager":
         return False
     padded = job.padding_efficiency < 1.0 or job.peak_seq_len is not None
     return job.kernels == "fused" or not padded
@@ -846,8 +873,9 @@ def step_time(
 
     attn_fwd = _attention_forward_flops_per_token(model, job) * tokens
     attn_flops = attn_fwd * (1 + ATTENTION_BACKWARD_RATIO + _attention_recompute(job))
-    attention_s = attn_flops / (peak * gpu.attention_efficiency)
-    if attention_impl(model, job) == "eager":
+    kernel = attention_impl(model, job)
+    attention_s = attn_flops / (peak * gpu.attention_efficiency_of(kernel))
+    if kernel == "eager":
         # scores, fp32 softmax and its bf16 copy written and read back, fwd and bwd: ~42 B per score
         scores = model.layers * model.attention_heads * job.seq_len * tokens
         attention_s += 42.0 * scores / bw

@@ -330,7 +330,7 @@ MaxLenOpt = Annotated[
 DocLenOpt = Annotated[
     float | None,
     typer.Option(
-        help="Packed data whose documents attend only within themselves (FlashAttention varlen: "
+        help="Packed data whose documents attend only within themselves (a fused varlen kernel: "
         "axolotl sample_packing, TRL padding_free): mean document length in tokens."
     ),
 ]
@@ -342,7 +342,14 @@ OptimizerOpt = Annotated[
     typer.Option(help="Optimizer (8-bit ones keep 2 B/param). Default: adamw; paged-adamw8bit for qlora."),
 ]
 CheckpointingOpt = Annotated[bool, typer.Option(help="Activation (gradient) checkpointing.")]
-AttentionOpt = Annotated[AttentionChoice, typer.Option(help="FlashAttention/SDPA or eager attention.")]
+AttentionOpt = Annotated[
+    AttentionChoice,
+    typer.Option(
+        help="flash: FlashAttention-2-class (flash-attn 2, SDPA's flash backend); native: the GPU's "
+        "own fused kernel (FlashAttention-3, cuDNN or TransformerEngine on Hopper, FlashAttention-4 "
+        "or cuDNN on Blackwell; FA2-class elsewhere); eager: unfused."
+    ),
+]
 RankOpt = Annotated[int, typer.Option(min=1, help="LoRA rank.")]
 TargetsOpt = Annotated[TargetsChoice, typer.Option(help="LoRA on attention projections or all linears.")]
 LossOpt = Annotated[

@@ -1,0 +1,178 @@
+"""The GPU's own fused attention (issue 23): `Job.attention` "native" prices attention at the
+share of peak that a generation's own kernel reaches where it has one beyond FlashAttention-2
+(FlashAttention-3, cuDNN or TransformerEngine on Hopper; FlashAttention-4 or cuDNN on Blackwell),
+and at the FA2-class figure elsewhere. Memory does not change: every fused kernel keeps O(s)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import replace
+
+import pytest
+from typer.testing import CliRunner
+
+from benchmarks.throughput_accuracy import EXTRA_CSV, load_gpus, row_to_case
+from finetune import Accelerator, Job, estimate_time, memory_per_gpu
+from finetune.time import (
+    ATTENTION_EFFICIENCY,
+    ATTENTION_EFFICIENCY_DEFAULT,
+    NATIVE_ATTENTION_EFFICIENCY,
+)
+from flows.cli import app
+from flows.job_options import JobOptions
+from warehouse.seed_models import load_models
+
+MODELS = load_models()
+LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
+H100 = Accelerator(tflops=989.0, memory_bandwidth_gbps=3350.0, architecture="Hopper", vram_gb=80.0)
+B200 = Accelerator(tflops=2250.0, memory_bandwidth_gbps=8000.0, architecture="Blackwell", vram_gb=180.0)
+A100 = Accelerator(tflops=312.0, memory_bandwidth_gbps=2039.0, architecture="Ampere", vram_gb=80.0)
+MI300X = Accelerator(tflops=1307.0, memory_bandwidth_gbps=5300.0, architecture="CDNA 3", vram_gb=192.0)
+LONG = Job(method="full", seq_len=8192, micro_batch=1, sharding="zero3")
+
+
+def _step(job: Job, gpu: Accelerator):  # type: ignore[no-untyped-def]
+    return estimate_time(LLAMA_8B, job, 1e9, 8, 8, gpu.tflops, 3600.0, None, gpu=gpu).step
+
+
+# --- the constants are the arithmetic their sources give ----------------------------------------
+
+
+def test_hopper_native_is_flashattention_3s_speed_up_over_fa2() -> None:
+    # Shah et al. 2024 §4.1: FA3 is 1.5–2.0× FA2 forward, 1.5–1.75× backward; backward is 2.5
+    # forwards' worth of FLOPs, so the whole pass speeds up by the FLOP-weighted harmonic mean
+    speed_up = 3.5 / (1 / ((1.5 + 2.0) / 2) + 2.5 / ((1.5 + 1.75) / 2))
+    assert speed_up == pytest.approx(1.66, abs=0.005)
+    assert NATIVE_ATTENTION_EFFICIENCY["Hopper"] == round(ATTENTION_EFFICIENCY_DEFAULT * speed_up, 2)
+
+
+def test_blackwell_native_is_flashattention_4s_measured_pass() -> None:
+    # Dao-AILab/flash-attention PR #2280: B200, head dim 128, causal, 8k tokens, 1418.1 TFLOPS
+    # forward, 1208.6 backward (2-CTA); one forward and 2.5 forwards' worth of backward
+    rate = 3.5 / (1 / 1418.1 + 2.5 / 1208.6)
+    assert rate == pytest.approx(1262, abs=1)
+    assert NATIVE_ATTENTION_EFFICIENCY["Blackwell"] == round(rate / 2250, 2)
+    # Blackwell Ultra (B300) runs the same sm100-family kernels at the same dense peak
+    assert NATIVE_ATTENTION_EFFICIENCY["Blackwell Ultra"] == NATIVE_ATTENTION_EFFICIENCY["Blackwell"]
+
+
+def test_native_is_faster_than_fa2_where_a_generation_has_its_own_kernel() -> None:
+    for architecture, native in NATIVE_ATTENTION_EFFICIENCY.items():
+        assert native > ATTENTION_EFFICIENCY.get(architecture, ATTENTION_EFFICIENCY_DEFAULT)
+
+
+# --- the time model -----------------------------------------------------------------------------
+
+
+def test_native_attention_on_hopper_costs_fa2s_share_over_fa3s() -> None:
+    flash = _step(LONG, H100)
+    native = _step(replace(LONG, attention="native"), H100)
+    assert native.attention_s == pytest.approx(flash.attention_s * 0.35 / 0.58, rel=1e-9)
+    # attention is all that moves
+    assert native.matmul_s == flash.matmul_s
+    assert native.elementwise_s == flash.elementwise_s
+    assert native.total_s < flash.total_s
+
+
+def test_native_attention_on_blackwell_is_fa4s_share() -> None:
+    flash = _step(LONG, B200)
+    native = _step(replace(LONG, attention="native"), B200)
+    assert native.attention_s == pytest.approx(flash.attention_s * 0.35 / 0.56, rel=1e-9)
+
+
+@pytest.mark.parametrize("gpu", [A100, MI300X], ids=["Ampere", "CDNA 3"])
+def test_native_is_the_fa2_class_figure_where_there_is_no_other_kernel(gpu: Accelerator) -> None:
+    # Ampere and Ada have no kernel beyond FA2's class (cuDNN runs at its speed); no sourced
+    # figure for ROCm's kernels: both keep their flash figure
+    assert _step(replace(LONG, attention="native"), gpu) == _step(LONG, gpu)
+
+
+def test_native_skips_the_causal_upper_half_as_flash_does() -> None:
+    # eager computes every score; both fused kernels skip the masked blocks
+    eager = _step(replace(LONG, attention="eager"), H100)
+    native = _step(replace(LONG, attention="native"), H100)
+    flash = _step(LONG, H100)
+    assert native.attention_s < flash.attention_s < eager.attention_s
+
+
+def test_the_longer_the_sequence_the_more_native_attention_gains() -> None:
+    def gain(seq_len: int) -> float:
+        job = replace(LONG, seq_len=seq_len)
+        return _step(job, H100).total_s / _step(replace(job, attention="native"), H100).total_s
+
+    assert 1.0 < gain(2048) < gain(8192) < gain(32768)
+
+
+# --- the job and memory -------------------------------------------------------------------------
+
+
+def test_the_fused_stack_keeps_native_attention_and_never_runs_eager() -> None:
+    assert Job(kernels="fused", attention="native").attention_kernel == "native"
+    assert Job(kernels="fused", attention="eager").attention_kernel == "flash"
+    assert Job(kernels="fused").attention_kernel == "flash"
+    assert Job(attention="eager").attention_kernel == "eager"
+
+
+def test_packed_documents_run_on_native_attention_and_not_on_eager() -> None:
+    assert Job(seq_len=8192, doc_len=500.0, attention="native").doc_len == 500.0
+    with pytest.raises(ValueError, match="attention='flash' or 'native'"):
+        Job(seq_len=8192, doc_len=500.0, attention="eager")
+
+
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_memory_does_not_depend_on_which_fused_kernel_runs(method: str) -> None:
+    job = Job(method=method, seq_len=8192, micro_batch=2)  # type: ignore[arg-type]
+    flash = memory_per_gpu(LLAMA_8B, job, 1)
+    native = memory_per_gpu(LLAMA_8B, replace(job, attention="native"), 1)
+    assert native.total_gb == flash.total_gb
+    assert memory_per_gpu(LLAMA_8B, replace(job, attention="eager"), 1).total_gb > flash.total_gb
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def test_the_option_reaches_the_job() -> None:
+    job, _ = JobOptions(model="Llama-3.1-8B", attention="native").job(sharding="none")
+    assert job.attention == "native"
+
+
+def test_the_estimate_on_an_h100_is_faster_with_native_attention() -> None:
+    args = ["estimate", "--model", "Llama-3.1-8B", "--method", "full", "--gpu", "H100-SXM", "--gpus", "8"]
+    args += ["--sharding", "zero3", "--seq-len", "8192", "--tokens", "100M", "--json"]
+    runner = CliRunner()
+    flash = runner.invoke(app, args)
+    native = runner.invoke(app, [*args, "--attention", "native"])
+    assert flash.exit_code == 0, flash.output
+    assert native.exit_code == 0, native.output
+    assert json.loads(native.output)["job"]["attention"] == "native"
+    assert json.loads(native.output)["tokens_per_s"] > json.loads(flash.output)["tokens_per_s"]
+
+
+def test_an_unknown_attention_is_refused_naming_the_choices() -> None:
+    result = CliRunner().invoke(app, ["estimate", "--model", "Llama-3.1-8B", "--attention", "cudnn"])
+    assert result.exit_code != 0
+    assert "native" in result.output
+
+
+# --- the benchmark's reading --------------------------------------------------------------------
+
+
+def _row(row_id: str) -> dict[str, str]:
+    with EXTRA_CSV.open(newline="") as handle:
+        return next(r for r in csv.DictReader(handle) if r["id"] == row_id)
+
+
+def test_the_benchmark_reads_transformerengine_stacks_as_native_attention() -> None:
+    gpus = load_gpus()
+    # NeMo's SFT and LoRA on TransformerEngine layers: "TransformerEngine layers/fused attention"
+    for row_id in ("X35", "X38"):
+        row = _row(row_id)
+        assert "TransformerEngine layers/fused attention" in row["framework"]
+        case = row_to_case(row, MODELS, gpus)
+        assert case.job is not None and case.job.attention == "native"
+    # a stack that does not name its kernel runs FA2-class attention: AutoModel's rows say
+    # "attention implementation not pinned", Answer.AI's fsdp_qlora runs transformers' SDPA
+    for row_id in ("X33", "X05"):
+        case = row_to_case(_row(row_id), MODELS, gpus)
+        assert case.job is not None and case.job.attention == "flash"
