@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
 from typing import Any
 
 from connectors.base import Offer
@@ -21,3 +23,9 @@ def make_offer(instance_type: str, price: float, provider: str = "aws", **overri
         "gpu_count": 0.0,
     }
     return Offer(**{**fields, **overrides})
+
+
+def benchmark_row(path: Path, row_id: str) -> dict[str, str]:
+    """One row of a benchmark CSV (`benchmarks/data/*.csv`) by its `id`."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        return next(r for r in csv.DictReader(handle) if r["id"] == row_id)

@@ -5,7 +5,6 @@ and at the FA2-class figure elsewhere. Memory does not change: every fused kerne
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import replace
 
@@ -21,6 +20,7 @@ from finetune.time import (
 )
 from flows.cli import app
 from flows.job_options import JobOptions
+from tests.factories import benchmark_row
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
@@ -159,8 +159,7 @@ def test_an_unknown_attention_is_refused_naming_the_choices() -> None:
 
 
 def _row(row_id: str) -> dict[str, str]:
-    with EXTRA_CSV.open(newline="") as handle:
-        return next(r for r in csv.DictReader(handle) if r["id"] == row_id)
+    return benchmark_row(EXTRA_CSV, row_id)
 
 
 def test_the_benchmark_reads_transformerengine_stacks_as_native_attention() -> None:

@@ -5,7 +5,6 @@ model prices attention at E[L²]/E[L] of the lengths (`attended_length`), and no
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from dataclasses import replace
@@ -18,6 +17,7 @@ from finetune import Accelerator, Job, estimate_time, memory_per_gpu
 from finetune.job import _truncated_exponential_rate, attended_length, padded_batch_length
 from flows.cli import app
 from flows.job_options import JobOptions
+from tests.factories import benchmark_row
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
@@ -177,8 +177,7 @@ def test_a_document_longer_than_the_row_is_refused_in_one_line() -> None:
 
 
 def _row(row_id: str) -> dict[str, str]:
-    with EXTRA_CSV.open(newline="") as handle:
-        return next(r for r in csv.DictReader(handle) if r["id"] == row_id)
+    return benchmark_row(EXTRA_CSV, row_id)
 
 
 def test_the_benchmark_reads_the_documents_the_notes_state() -> None:
