@@ -624,8 +624,8 @@ def attention_impl(model: ModelSpec, job: Job) -> str:
 
 def require_expressible(model: ModelSpec, job: Job) -> None:
     """Refuse a job that `model`'s own attention cannot run as stated, with one line saying what
-    to ask instead. `Job` checks what it can see alone (packed documents need FlashAttention's
-    varlen kernel); whether the model forces eager attention it cannot see."""
+    to ask instead. `Job` checks what it can see alone (packed documents need a fused varlen
+    kernel, flash or native); whether the model forces eager attention it cannot see."""
     if job.doc_len is not None and attention_impl(model, job) == "eager":
         raise OutsideModelError(
             f"doc_len with {model.model_id} on the plain stack: transformers runs its soft-capped "

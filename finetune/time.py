@@ -333,17 +333,14 @@ class Accelerator:
         rated = GEMM_EFFICIENCY_HALF_RATE if self.half_rate_accumulate else GEMM_EFFICIENCY
         return rated if self.matmul_share is None else min(rated, self.matmul_share)
 
-    @property
-    def attention_efficiency(self) -> float:
-        """Share of `tflops` that FlashAttention-2-class kernels reach on this generation."""
-        return ATTENTION_EFFICIENCY.get(self.architecture or "", ATTENTION_EFFICIENCY_DEFAULT)
-
-    def attention_efficiency_of(self, kernel: str) -> float:
-        """Share of `tflops` the fused attention `kernel` ("flash" or "native") reaches: native
-        where the generation has its own kernel beyond FA2, else the FA2-class figure."""
+    def attention_efficiency(self, kernel: str = "flash") -> float:
+        """Share of `tflops` the attention `kernel` reaches: FlashAttention-2's class on this
+        generation, or for "native" the generation's own kernel where it has one beyond FA2.
+        Eager attention's matmuls run at FA2's rate too; its score traffic is priced apart."""
+        flash = ATTENTION_EFFICIENCY.get(self.architecture or "", ATTENTION_EFFICIENCY_DEFAULT)
         if kernel == "native":
-            return NATIVE_ATTENTION_EFFICIENCY.get(self.architecture or "", self.attention_efficiency)
-        return self.attention_efficiency
+            return NATIVE_ATTENTION_EFFICIENCY.get(self.architecture or "", flash)
+        return flash
 
 
 @dataclass(frozen=True)
@@ -874,7 +871,7 @@ def step_time(
     attn_fwd = _attention_forward_flops_per_token(model, job) * tokens
     attn_flops = attn_fwd * (1 + ATTENTION_BACKWARD_RATIO + _attention_recompute(job))
     kernel = attention_impl(model, job)
-    attention_s = attn_flops / (peak * gpu.attention_efficiency_of(kernel))
+    attention_s = attn_flops / (peak * gpu.attention_efficiency(kernel))
     if kernel == "eager":
         # scores, fp32 softmax and its bf16 copy written and read back, fwd and bwd: ~42 B per score
         scores = model.layers * model.attention_heads * job.seq_len * tokens

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 from typing import Any
 
@@ -29,3 +30,21 @@ def benchmark_row(path: Path, row_id: str) -> dict[str, str]:
     """One row of a benchmark CSV (`benchmarks/data/*.csv`) by its `id`."""
     with path.open(newline="", encoding="utf-8") as handle:
         return next(r for r in csv.DictReader(handle) if r["id"] == row_id)
+
+
+# `gpucost estimate` on stated hardware: 8× H100 SXM under ZeRO-3, 8k tokens, as JSON
+H100_ESTIMATE_ARGS = [
+    "estimate", "--model", "Llama-3.1-8B", "--method", "full", "--gpu", "H100-SXM", "--gpus", "8",
+    "--sharding", "zero3", "--seq-len", "8192", "--tokens", "100M", "--json",
+]  # fmt: skip
+
+
+def estimate_json(*extra: str) -> dict[str, Any]:
+    """`gpucost estimate` with H100_ESTIMATE_ARGS and `extra`, its JSON (the command must succeed)."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    result = CliRunner().invoke(app, [*H100_ESTIMATE_ARGS, *extra])
+    assert result.exit_code == 0, result.output
+    return dict(json.loads(result.output))

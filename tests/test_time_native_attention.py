@@ -5,7 +5,6 @@ and at the FA2-class figure elsewhere. Memory does not change: every fused kerne
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import pytest
@@ -20,7 +19,7 @@ from finetune.time import (
 )
 from flows.cli import app
 from flows.job_options import JobOptions
-from tests.factories import benchmark_row
+from tests.factories import benchmark_row, estimate_json
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
@@ -138,15 +137,9 @@ def test_the_option_reaches_the_job() -> None:
 
 
 def test_the_estimate_on_an_h100_is_faster_with_native_attention() -> None:
-    args = ["estimate", "--model", "Llama-3.1-8B", "--method", "full", "--gpu", "H100-SXM", "--gpus", "8"]
-    args += ["--sharding", "zero3", "--seq-len", "8192", "--tokens", "100M", "--json"]
-    runner = CliRunner()
-    flash = runner.invoke(app, args)
-    native = runner.invoke(app, [*args, "--attention", "native"])
-    assert flash.exit_code == 0, flash.output
-    assert native.exit_code == 0, native.output
-    assert json.loads(native.output)["job"]["attention"] == "native"
-    assert json.loads(native.output)["tokens_per_s"] > json.loads(flash.output)["tokens_per_s"]
+    native = estimate_json("--attention", "native")
+    assert native["job"]["attention"] == "native"
+    assert native["tokens_per_s"] > estimate_json()["tokens_per_s"]
 
 
 def test_an_unknown_attention_is_refused_naming_the_choices() -> None:

@@ -5,7 +5,6 @@ model prices attention at E[L²]/E[L] of the lengths (`attended_length`), and no
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 
@@ -17,7 +16,7 @@ from finetune import Accelerator, Job, estimate_time, memory_per_gpu
 from finetune.job import _truncated_exponential_rate, attended_length, padded_batch_length
 from flows.cli import app
 from flows.job_options import JobOptions
-from tests.factories import benchmark_row
+from tests.factories import benchmark_row, estimate_json
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
@@ -156,14 +155,7 @@ def test_the_option_reaches_the_job() -> None:
 
 
 def test_the_estimate_is_faster_with_short_documents() -> None:
-    args = ["estimate", "--model", "Llama-3.1-8B", "--method", "full", "--gpu", "H100-SXM", "--gpus", "8"]
-    args += ["--sharding", "zero3", "--seq-len", "8192", "--tokens", "100M", "--json"]
-    runner = CliRunner()
-    whole = runner.invoke(app, args)
-    apart = runner.invoke(app, [*args, "--doc-len", "446.5"])
-    assert whole.exit_code == 0, whole.output
-    assert apart.exit_code == 0, apart.output
-    assert json.loads(apart.output)["tokens_per_s"] > json.loads(whole.output)["tokens_per_s"]
+    assert estimate_json("--doc-len", "446.5")["tokens_per_s"] > estimate_json()["tokens_per_s"]
 
 
 def test_a_document_longer_than_the_row_is_refused_in_one_line() -> None:
