@@ -151,7 +151,11 @@ GEMM_TILES_PER_SM = 1
 # 50–60 % at long sequences (NATIVE_ATTENTION_EFFICIENCY). Which one a Blackwell stack runs
 # differs by stack and version, and the datacenter parts (sm100: no FA2-class path to their peak)
 # share the name "Blackwell" with the RTX ones (sm120: FA2's mma path is the native one).
-ATTENTION_EFFICIENCY: dict[str, float] = {"Ampere": 0.60, "Ada Lovelace": 0.60}
+# CDNA 3 (MI300X, MI325X): ROCm's FlashAttention-2 (the Composable Kernel build that flash-attn,
+# axolotl and PyTorch SDPA run there), bf16, head dim 128, 16k tokens, batch 1/2/4/8: fwd + bwd
+# 223.08, 230.54, 231.57, 228.36 TFLOPS (forward 310–356, backward 194–207) on an MI300X under
+# ROCm 6.3.2 (ROCm/flash-attention issue #142, 2025-05): the median, 229.45 of 1307.4, is 0.18.
+ATTENTION_EFFICIENCY: dict[str, float] = {"Ampere": 0.60, "Ada Lovelace": 0.60, "CDNA 3": 0.18}
 ATTENTION_EFFICIENCY_DEFAULT = 0.35
 # Share of dense peak that a generation's own fused attention reaches (`Job.attention` "native"),
 # where it has one beyond FA2. Hopper: FlashAttention-3 is 1.5–2.0× FA2 in forward and 1.5–1.75×
