@@ -184,7 +184,9 @@ def test_a_slice_is_held_to_the_share_of_the_whole_part() -> None:
             replace(hardware, matmul_tflops=None), LLAMA_8B, lora
         )
 
-    assert slowdown(half) > 1.2
+    # it binds the slice (slower than at 0.80 of its peak share), and by no more than the matmuls'
+    # own ratio, 0.80 / 0.511 = 1.57: the rest of the step does not slow
+    assert 1.0 < slowdown(half) < 0.80 / matmul_share(668.4, 1307.0)
     # the same share of the same work: the slice slows by what the whole part does (only the
     # fixed per-launch costs, which do not halve with the slice, dilute it a little)
     assert slowdown(half) == pytest.approx(slowdown(whole), rel=0.02)
