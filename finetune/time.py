@@ -142,20 +142,31 @@ GEMM_TILE = (256, 128)
 GEMM_TILES_PER_SM = 1
 # Share of dense peak that FlashAttention-2-class kernels (FA2, PyTorch SDPA's flash backend)
 # reach, by generation. Ampere/Ada: FA2 forward+backward ≈ 50–73 % of A100 peak (Dao 2023,
-# arXiv:2307.08691, abstract and fig. 4–6): 0.6. Hopper and later: FA2 reaches 35 % of H100
-# peak (Shah et al. 2024, FlashAttention-3, arXiv:2407.08608, abstract); common fine-tuning
-# stacks run FA2 kernels there. Blackwell takes Hopper's 0.35, a stand-in: FA2 on a B200 runs at
-# about Hopper's absolute rate, 310–360 TFLOPS, 14–16 % of its dense peak (flash-attn 2.7.4
-# fwd+bwd, hdim 64: Dao-AILab/flash-attention issue #1589, 2025-04; fwd, hdim 128:
-# meta-pytorch/tritonbench PR #171, 2025-03), while its own kernels (cuDNN SDPA, FA4) reach
-# 50–60 % at long sequences (NATIVE_ATTENTION_EFFICIENCY). Which one a Blackwell stack runs
-# differs by stack and version, and the datacenter parts (sm100: no FA2-class path to their peak)
-# share the name "Blackwell" with the RTX ones (sm120: FA2's mma path is the native one).
+# arXiv:2307.08691, abstract and fig. 4–6): 0.6. Hopper: FA2 reaches 35 % of H100 peak (Shah et
+# al. 2024, FlashAttention-3, arXiv:2407.08608, abstract); common fine-tuning stacks run FA2
+# kernels there, and so does any generation without a figure of its own (the default).
+# Datacenter Blackwell (B200, GB200; Blackwell Ultra B300/GB300 runs the same kernels at the same
+# dense peak): FA2 has no path to their tensor cores but the sm80 one and runs at about Hopper's
+# absolute rate. flash-attn 2.7.4 on a B200, head dim 64, fwd + bwd 320.70 / 312.45 / 332.97 /
+# 345.80 TFLOPS at 2k / 4k / 8k / 16k tokens (Dao-AILab/flash-attention issue #1589, 2025-04):
+# the median, 326.8 of 2250, is 0.15 (forward alone at head dim 128, 315–362 TFLOPS from 1k to
+# 16k: meta-pytorch/tritonbench PR #171, 2025-03). Their own kernels (cuDNN, FA4) are `native`.
+# RTX Blackwell (sm120: GeForce RTX 50, RTX PRO Blackwell; NVIDIA's "RTX Blackwell GPU
+# Architecture" whitepaper, 2025) has neither wgmma nor tcgen05: its tensor cores run the SM80-era
+# mma.sync FA2 is built on (Dao-AILab/flash-attention PR #2599, 2026-05), with Ada's ~100 KB of
+# shared memory per SM (PR #2592): Ada's figure, 0.6.
 # CDNA 3 (MI300X, MI325X): ROCm's FlashAttention-2 (the Composable Kernel build that flash-attn,
 # axolotl and PyTorch SDPA run there), bf16, head dim 128, 16k tokens, batch 1/2/4/8: fwd + bwd
 # 223.08, 230.54, 231.57, 228.36 TFLOPS (forward 310–356, backward 194–207) on an MI300X under
 # ROCm 6.3.2 (ROCm/flash-attention issue #142, 2025-05): the median, 229.45 of 1307.4, is 0.18.
-ATTENTION_EFFICIENCY: dict[str, float] = {"Ampere": 0.60, "Ada Lovelace": 0.60, "CDNA 3": 0.18}
+ATTENTION_EFFICIENCY: dict[str, float] = {
+    "Ampere": 0.60,
+    "Ada Lovelace": 0.60,
+    "RTX Blackwell": 0.60,
+    "Blackwell": 0.15,
+    "Blackwell Ultra": 0.15,
+    "CDNA 3": 0.18,
+}
 ATTENTION_EFFICIENCY_DEFAULT = 0.35
 # Share of dense peak that a generation's own fused attention reaches (`Job.attention` "native"),
 # where it has one beyond FA2. Hopper: FlashAttention-3 is 1.5–2.0× FA2 in forward and 1.5–1.75×
@@ -164,6 +175,9 @@ ATTENTION_EFFICIENCY_DEFAULT = 0.35
 # 0.58. Blackwell: FlashAttention-4 on a B200, head dim 128, causal, 8k tokens, 1418 TFLOPS
 # forward and 1208 backward (Dao-AILab/flash-attention PR #2280, 2026-02), 3.5 / (1/1418 +
 # 2.5/1208) = 1261 of 2250: 0.56. Elsewhere native is FA2-class: the generation's flash figure.
+# PyTorch SDPA (transformers' default attention) runs cuDNN first on sm90/sm100 once its cuDNN is
+# newer than 9.15 (aten sdp_utils.cpp `check_prefer_cudnn_attention`; the wheels bundle one from
+# torch 2.11: huggingface/transformers PR #48163, 2026-08): such stacks are "native" there.
 NATIVE_ATTENTION_EFFICIENCY: dict[str, float] = {
     "Hopper": 0.58,
     "Blackwell": 0.56,

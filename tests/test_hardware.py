@@ -218,6 +218,20 @@ def test_h100_variants_stay_apart(hw: HardwareCatalog) -> None:
     assert hw.gpus["H100-PCIe"].bf16_tflops == 756
 
 
+def test_rtx_blackwell_is_named_apart_from_datacenter_blackwell(hw: HardwareCatalog) -> None:
+    # sm120 (GeForce RTX 50, RTX PRO Blackwell) has no tcgen05 or wgmma, unlike sm100 (B200,
+    # GB200) and sm103 (B300, GB300): NVIDIA's own name for it is "RTX Blackwell", and the time
+    # model prices attention by that name
+    for name, gpu in hw.gpus.items():
+        if "Blackwell" not in gpu.architecture:
+            continue
+        rtx = gpu.model.startswith(("GeForce RTX", "RTX PRO"))
+        assert (gpu.architecture == "RTX Blackwell") == rtx, name
+    assert hw.gpus["RTX5090"].architecture == "RTX Blackwell"
+    assert hw.gpus["B200"].architecture == "Blackwell"
+    assert hw.gpus["B300"].architecture == "Blackwell Ultra"
+
+
 def test_rtx_6000_ada_is_not_rtx_a6000_nor_quadro(hw: HardwareCatalog) -> None:
     ada = hw.resolve("runpod", "", "NVIDIA RTX 6000 Ada Generation", 48)
     ampere = hw.resolve("runpod", "", "NVIDIA RTX A6000", 48)
