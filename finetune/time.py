@@ -155,8 +155,9 @@ GEMM_TILES_PER_SM = 1
 # Architecture" whitepaper, 2025) has neither wgmma nor tcgen05: its tensor cores run the SM80-era
 # mma.sync FA2 is built on (Dao-AILab/flash-attention PR #2599, 2026-05), with Ada's ~100 KB of
 # shared memory per SM (PR #2592): Ada's figure, 0.6.
-# CDNA 3 (MI300X, MI325X): ROCm's FlashAttention-2 (the Composable Kernel build that flash-attn,
-# axolotl and PyTorch SDPA run there), bf16, head dim 128, 16k tokens, batch 1/2/4/8: fwd + bwd
+# CDNA 3 (MI300X, MI325X): ROCm's FlashAttention-2 (the Composable Kernel build of flash-attn that
+# axolotl and transformers' flash_attention_2 load there; SDPA's default AOTriton backend has no
+# published figure), bf16, head dim 128, 16k tokens, batch 1/2/4/8: fwd + bwd
 # 223.08, 230.54, 231.57, 228.36 TFLOPS (forward 310–356, backward 194–207) on an MI300X under
 # ROCm 6.3.2 (ROCm/flash-attention issue #142, 2025-05): the median, 229.45 of 1307.4, is 0.18.
 ATTENTION_EFFICIENCY: dict[str, float] = {
@@ -176,7 +177,7 @@ ATTENTION_EFFICIENCY_DEFAULT = 0.35
 # forward and 1208 backward (Dao-AILab/flash-attention PR #2280, 2026-02), 3.5 / (1/1418 +
 # 2.5/1208) = 1261 of 2250: 0.56. Elsewhere native is FA2-class: the generation's flash figure.
 # PyTorch SDPA (transformers' default attention) runs cuDNN first on sm90/sm100 once its cuDNN is
-# newer than 9.15 (aten sdp_utils.cpp `check_prefer_cudnn_attention`; the wheels bundle one from
+# newer than 9.15.0 (aten sdp_utils.cpp `check_prefer_cudnn_attention`; the wheels bundle one from
 # torch 2.11: huggingface/transformers PR #48163, 2026-08): such stacks are "native" there.
 NATIVE_ATTENTION_EFFICIENCY: dict[str, float] = {
     "Hopper": 0.58,

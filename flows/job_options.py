@@ -348,7 +348,7 @@ AttentionOpt = Annotated[
         help="flash: FlashAttention-2-class (flash-attn 2, SDPA's flash backend); native: the GPU's "
         "own fused kernel (FlashAttention-3, cuDNN or TransformerEngine on Hopper, FlashAttention-4 "
         "or cuDNN on datacenter Blackwell; FA2-class elsewhere), also what PyTorch SDPA picks on "
-        "H100/H200/B200 from torch 2.11 (bundled cuDNN 9.15+); eager: unfused."
+        "H100/H200/B200 from torch 2.11 (its cuDNN newer than 9.15.0); eager: unfused."
     ),
 ]
 RankOpt = Annotated[int, typer.Option(min=1, help="LoRA rank.")]
