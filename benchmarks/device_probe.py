@@ -15,6 +15,12 @@ Two halves, one file, so that what was measured and how it is read cannot drift 
   ratio is the measured figure the Hopper question in benchmarks/README.md lacks ("no source
   gives an H100 bf16 GEMM rate sustained").
 * stream: a device-to-device copy of 2 GiB, bytes read + written per second (STREAM_EFFICIENCY).
+* attention: PyTorch SDPA forward and backward, causal, bf16, Llama-3.1-8B's 32 heads of 128 at 8k
+  tokens, under each backend forced (flash, cuDNN, memory-efficient, math) and under SDPA's own choice;
+  fwd + bwd TFLOP/s counted as flash-attention's benchmark counts them (the model's
+  ATTENTION_EFFICIENCY and NATIVE_ATTENTION_EFFICIENCY), and which backend SDPA's default ran (the
+  forced one whose time it matches). The training jobs run that default, so `compare` prices them
+  as `native` where it is cuDNN (and `eager` where it is math).
 * train: fine-tuning steps with transformers + PEFT as a new user runs them (a plain PyTorch loop,
   eager, SDPA attention, HF's causal-LM loss, torch AdamW (foreach), clipping at 1.0, gradient
   checkpointing non-reentrant), on random weights built from the models' published configs
@@ -44,9 +50,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2
 GEMM_N = 8192
 COPY_BYTES = 2 * 2**30
+# batch, heads, tokens, head dim: Llama-3.1-8B's query heads at 8k, the long-sequence case in
+# which attention weighs most; flash-attention's own benchmarks report this shape's class
+ATTENTION_SHAPE = (1, 32, 8192, 128)
+# SDPA backends the probe forces, by the name torch.nn.attention.SDPBackend gives them
+SDPA_BACKENDS = {
+    "flash": "FLASH_ATTENTION",
+    "cudnn": "CUDNN_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "math": "MATH",
+}
+# which of the model's attention kernels each backend is (finetune.job.Job.attention): PyTorch's
+# flash backend is FlashAttention-2, cuDNN is the GPU's own fused attention, math is unfused
+# (the s² scores written and read, as eager); memory-efficient (xformers' kernel) has no figure
+BACKEND_KERNEL = {"flash": "flash", "cudnn": "native", "math": "eager"}
 # Published config.json fields (huggingface.co/meta-llama/<model>/blob/main/config.json), the same
 # figures as warehouse/seeds/llm_models.csv; rope scaling is left out: it changes no FLOP or byte.
 MODEL_CONFIGS: dict[str, dict[str, Any]] = {
@@ -133,6 +153,29 @@ JOBS: tuple[TrainJob, ...] = (
 def matmul_tflops(m: int, n: int, k: int, seconds: float) -> float:
     """TFLOP/s of an m×k by k×n product taking `seconds` (2·m·n·k FLOPs)."""
     return 2.0 * m * n * k / seconds / 1e12
+
+
+def attention_forward_flops(batch: int, heads: int, seq: int, head_dim: int, causal: bool = True) -> float:
+    """FLOPs of one attention forward as flash-attention's benchmarks count them: QKᵀ and PV, two
+    s×s×d products per head (4·b·h·s²·d), half of them under a causal mask."""
+    flops = 4.0 * batch * heads * seq * seq * head_dim
+    return flops / 2 if causal else flops
+
+
+def fwd_bwd_tflops(forward_flops: float, forward_s: float, backward_s: float) -> float:
+    """A forward and its backward (2.5 forwards' FLOPs: the model's ATTENTION_BACKWARD_RATIO) over
+    their time: flash-attention's "fwd + bwd" rate, the figure the model's shares are read from."""
+    return 3.5 * forward_flops / (forward_s + backward_s) / 1e12
+
+
+def default_backend(results: dict[str, dict[str, Any]]) -> str | None:
+    """The forced backend SDPA's own choice ran: the one whose fwd + bwd time is nearest the
+    default's, by ratio. None when the default or every forced backend failed."""
+    default = results.get("default", {}).get("total_s")
+    timed = {name: r["total_s"] for name, r in results.items() if name != "default" and r.get("total_s")}
+    if not default or not timed:
+        return None
+    return min(timed, key=lambda name: abs(math.log(timed[name] / default)))
 
 
 def tail_median(windows: list[dict[str, float]], key: str, tail_s: float) -> float | None:
@@ -266,6 +309,65 @@ def measure_copy(torch: Any, device: str, nbytes: int) -> dict[str, Any]:
     return {"bytes": nbytes, "read_plus_write_gbps": statistics.median(rates)}
 
 
+def _time_sdpa(torch: Any, device: str, q: Any, k: Any, v: Any, grad: Any, iters: int) -> tuple[float, float]:
+    """Median forward and backward seconds of causal SDPA on q, k, v (3 warm-up passes)."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    forward, backward = [], []
+    for i in range(3 + iters):
+        for t in (q, k, v):
+            t.grad = None
+        _sync(torch, device)
+        t0 = time.perf_counter()
+        out = sdpa(q, k, v, is_causal=True)
+        _sync(torch, device)
+        t1 = time.perf_counter()
+        out.backward(grad)
+        _sync(torch, device)
+        if i >= 3:
+            forward.append(t1 - t0)
+            backward.append(time.perf_counter() - t1)
+    return statistics.median(forward), statistics.median(backward)
+
+
+def measure_attention(torch: Any, device: str, tiny: bool, iters: int = 10) -> dict[str, Any]:
+    """SDPA fwd + bwd under SDPA's own choice and under each backend forced; a backend this build
+    or device cannot run is recorded with its error, not fatal."""
+    import contextlib
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    b, h, s, d = (1, 2, 128, 64) if tiny else ATTENTION_SHAPE
+    q, k, v = (
+        torch.randn(b, h, s, d, device=device, dtype=torch.bfloat16, requires_grad=True) for _ in range(3)
+    )
+    grad = torch.randn(b, h, s, d, device=device, dtype=torch.bfloat16)
+    flops = attention_forward_flops(b, h, s, d)
+    results: dict[str, dict[str, Any]] = {}
+    for name in ("default", *SDPA_BACKENDS):
+        context = (
+            contextlib.nullcontext()
+            if name == "default"
+            else sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[name]))
+        )
+        try:
+            with context:
+                forward_s, backward_s = _time_sdpa(torch, device, q, k, v, grad, iters)
+            results[name] = {
+                "forward_s": forward_s,
+                "backward_s": backward_s,
+                "total_s": forward_s + backward_s,
+                "tflops": fwd_bwd_tflops(flops, forward_s, backward_s),
+            }
+        except Exception as exc:  # no kernel for this device / build: say so, measure the rest
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {
+        "shape": [b, h, s, d],
+        "causal": True,
+        "backends": results,
+        "default_is": default_backend(results),
+    }
+
+
 def _build_model(job: TrainJob, torch: Any, device: str, tiny: bool) -> Any:
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -373,7 +475,11 @@ def measure(args: argparse.Namespace) -> int:
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         env.update(
-            device_name=props.name, sm_count=props.multi_processor_count, memory_bytes=props.total_memory
+            device_name=props.name,
+            sm_count=props.multi_processor_count,
+            memory_bytes=props.total_memory,
+            capability=[props.major, props.minor],
+            cudnn=torch.backends.cudnn.version(),
         )
     report: dict[str, Any] = {
         "probe_version": PROBE_VERSION,
@@ -396,6 +502,10 @@ def measure(args: argparse.Namespace) -> int:
     )
     report["copy"] = measure_copy(torch, device, 2**20 if args.tiny else COPY_BYTES)
     save()
+    print("attention: SDPA fwd + bwd, default and each backend forced", flush=True)
+    report["attention"] = measure_attention(torch, device, args.tiny)
+    save()
+    print(f"  SDPA's default ran {report['attention']['default_is']}", flush=True)
     report["train"] = []
     for job in JOBS:
         if args.only and job.id not in args.only:
@@ -483,17 +593,44 @@ def probe_rows(report: dict[str, Any], gpu: str) -> list[dict[str, str]]:
     return rows
 
 
-def _job_overrides(res: dict[str, Any]) -> dict[str, object]:
-    """The knobs throughput_extra.csv has no column for, as the measured job ran them."""
+def _job_overrides(res: dict[str, Any], sdpa_default: str | None = None) -> dict[str, object]:
+    """The knobs throughput_extra.csv has no column for, as the measured job ran them.
+    `sdpa_default`: the backend the probe found SDPA's own choice to run (cuDNN is `native`)."""
     overrides: dict[str, object] = {}
     if res["attention"] == "eager":
         overrides["attention"] = "eager"
+    elif BACKEND_KERNEL.get(sdpa_default or "") in ("native", "eager"):
+        overrides["attention"] = BACKEND_KERNEL[sdpa_default or ""]
     if res["load_dtype"] == "float32":
         overrides["mixed_precision"] = "autocast"
     elif res["method"] == "lora":
         # bf16 modules, PEFT's fp32 adapters and no autocast: the probe's plain loop
         overrides["mixed_precision"] = "none"
     return overrides
+
+
+def _print_attention(attention: dict[str, Any] | None, spec: dict[str, str], rated: float) -> str | None:
+    """The attention table: each backend's fwd + bwd rate against the rated peak, next to the share
+    the model prices its kernel at on this generation. Returns the backend SDPA's default ran."""
+    from finetune import Accelerator
+
+    if not attention:
+        return None
+    gpu = Accelerator(tflops=rated, architecture=spec.get("architecture") or None)
+    b, h, s, d = attention["shape"]
+    print(f"\n| SDPA b={b} h={h} s={s} d={d} causal | fwd + bwd TFLOP/s | of rated | the model prices |")
+    print("|---|---|---|---|")
+    for name, result in attention["backends"].items():
+        kernel = BACKEND_KERNEL.get(name)
+        priced = f"{kernel} {gpu.attention_efficiency(kernel):.0%}" if kernel else "—"
+        if "error" in result:
+            print(f"| {name} | failed: {result['error'][:60]} | | {priced} |")
+            continue
+        print(f"| {name} | {result['tflops']:.0f} | {result['tflops'] / rated:.1%} | {priced} |")
+    default = attention.get("default_is")
+    kernel = BACKEND_KERNEL.get(default or "", "flash")
+    print(f"\nSDPA's default ran {default}: its training jobs are priced as `--attention {kernel}`")
+    return default
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -560,6 +697,7 @@ def compare(args: argparse.Namespace) -> int:
             f"{copy['read_plus_write_gbps'] / bandwidth:.1%} "
             f"of {bandwidth:g} GB/s (the model's STREAM_EFFICIENCY {STREAM_EFFICIENCY})"
         )
+    sdpa_default = _print_attention(report.get("attention"), spec, rated)
     rows = probe_rows(report, gpu)
     by_id = {r["id"]: r for r in report.get("train", [])}
     models = load_models()
@@ -577,7 +715,7 @@ def compare(args: argparse.Namespace) -> int:
                 f"| excluded: {case.skip_reason} | | | |"
             )
             continue
-        case = replace(case, job=replace(case.job, **_job_overrides(res)))  # type: ignore[arg-type]
+        case = replace(case, job=replace(case.job, **_job_overrides(res, sdpa_default)))  # type: ignore[arg-type]
         assert case.job is not None and case.model is not None
         predicted = predict(case)
         error = (predicted / case.measured_tokens_per_s - 1) * 100

@@ -65,7 +65,29 @@ def _report(tiny: bool = False, device_name: str = "NVIDIA H100 80GB HBM3") -> d
             "sustained_power_w": 690.0,
         },
         "copy": {"bytes": dp.COPY_BYTES, "read_plus_write_gbps": 3000.0},
+        # SDPA on torch 2.11 on an H100: its default runs cuDNN (times in seconds, invented)
+        "attention": {
+            "shape": list(dp.ATTENTION_SHAPE),
+            "causal": True,
+            "backends": {
+                "default": _attention(0.0012, 0.0030),
+                "flash": _attention(0.0019, 0.0050),
+                "cudnn": _attention(0.0012, 0.0031),
+                "efficient": {"error": "RuntimeError: No available kernel. Aborting execution."},
+            },
+            "default_is": "cudnn",
+        },
         "train": train,
+    }
+
+
+def _attention(forward_s: float, backward_s: float) -> dict:
+    flops = dp.attention_forward_flops(*dp.ATTENTION_SHAPE)
+    return {
+        "forward_s": forward_s,
+        "backward_s": backward_s,
+        "total_s": forward_s + backward_s,
+        "tflops": dp.fwd_bwd_tflops(flops, forward_s, backward_s),
     }
 
 
@@ -189,6 +211,50 @@ def test_probe_rows_read_as_the_measured_jobs():
         assert case.measured_tokens_per_s == pytest.approx(res["tokens_per_s"], abs=0.05)
 
 
+def test_attention_flops_count_the_two_products_half_masked():
+    # QKᵀ and PV: 2 FLOPs per multiply-add, s×s×d each, per head; causal skips half
+    b, h, s, d = dp.ATTENTION_SHAPE
+    assert dp.attention_forward_flops(b, h, s, d, causal=False) == 4 * b * h * s * s * d
+    assert dp.attention_forward_flops(b, h, s, d) == 2 * b * h * s * s * d
+
+
+def test_fwd_bwd_rate_is_flash_attentions_own_figure():
+    # ROCm/flash-attention issue #142 printed fwd 355.51, bwd 202.12, fwd + bwd 230.54 TFLOP/s:
+    # times from those rates give back its combined figure
+    flops = dp.attention_forward_flops(2, 16, 16384, 128, causal=False)
+    forward_s, backward_s = flops / 355.51e12, 2.5 * flops / 202.12e12
+    assert dp.fwd_bwd_tflops(flops, forward_s, backward_s) == pytest.approx(230.54, abs=0.05)
+
+
+def test_default_backend_is_the_forced_one_it_matches():
+    results = {
+        "default": {"total_s": 0.0042},
+        "flash": {"total_s": 0.0069},
+        "cudnn": {"total_s": 0.0043},
+        "efficient": {"error": "no kernel"},
+    }
+    assert dp.default_backend(results) == "cudnn"
+    # nearest by ratio, not by difference
+    assert (
+        dp.default_backend({"default": {"total_s": 1.0}, "a": {"total_s": 0.6}, "b": {"total_s": 1.5}}) == "b"
+    )
+    # nothing to match against, or no default: unknown
+    assert dp.default_backend({"default": {"total_s": 1.0}, "flash": {"error": "x"}}) is None
+    assert dp.default_backend({"default": {"error": "x"}, "flash": {"total_s": 1.0}}) is None
+
+
+def test_sdpa_running_cudnn_prices_the_jobs_as_native_attention():
+    sdpa = {"method": "full", "attention": "sdpa", "load_dtype": "bfloat16"}
+    assert dp._job_overrides(sdpa, "cudnn") == {"attention": "native"}
+    assert dp._job_overrides(sdpa, "flash") == {}
+    # the math backend materializes the scores: eager; xformers' kernel has no figure of its own
+    assert dp._job_overrides(sdpa, "math") == {"attention": "eager"}
+    assert dp._job_overrides(sdpa, "efficient") == {}
+    assert dp._job_overrides(sdpa, None) == {}
+    # a job run with eager attention stays eager whatever SDPA would pick
+    assert dp._job_overrides({**sdpa, "attention": "eager"}, "cudnn") == {"attention": "eager"}
+
+
 def test_job_overrides_set_what_the_columns_cannot_say():
     full = {"method": "full", "attention": "sdpa", "load_dtype": "bfloat16"}
     assert dp._job_overrides(full) == {}
@@ -212,7 +278,7 @@ def test_compare_prints_the_benchmarks_own_prediction(tmp_path: Path, capsys):
         res = next(r for r in report["train"] if r["id"] == row["id"])
         case = row_to_case(row, models, gpus)
         assert case.job is not None and case.model is not None
-        case = replace(case, job=replace(case.job, **dp._job_overrides(res)))
+        case = replace(case, job=replace(case.job, **dp._job_overrides(res, "cudnn")))
         expected = predict(case)
         line = next(ln for ln in out.splitlines() if ln.startswith(f"| {row['id']} |"))
         assert f"| {expected:,.0f} |" in line
@@ -236,6 +302,13 @@ def test_compare_prints_the_benchmarks_own_prediction(tmp_path: Path, capsys):
     median = report["gemm"]["burst_median_tflops"]
     assert f"burst median / gpus.csv matmul_tflops 794.5 (MAMF) = {median / 794.5:.3f}" in out
     assert "copy: 3000 GB/s read+write = 89.6% of 3350 GB/s" in out
+    # attention: each backend against the rated peak and the share the model prices its kernel at
+    cudnn = report["attention"]["backends"]["cudnn"]["tflops"]
+    assert f"| cudnn | {cudnn:.0f} | {cudnn / 989:.1%} | native 58% |" in out
+    flash = report["attention"]["backends"]["flash"]["tflops"]
+    assert f"| flash | {flash:.0f} | {flash / 989:.1%} | flash 35% |" in out
+    assert "| efficient | failed: RuntimeError: No available kernel" in out
+    assert "SDPA's default ran cudnn: its training jobs are priced as `--attention native`" in out
     with emitted.open(newline="", encoding="utf-8") as f:
         assert [r["id"] for r in csv.DictReader(f)] == [j.id for j in dp.JOBS if j.id != "P05"]
 
@@ -286,3 +359,25 @@ def test_measure_without_torch_says_where_to_run(monkeypatch, capsys, tmp_path: 
     assert dp.main(["measure", "--out", str(tmp_path)]) == 2
     assert "device machine's python3" in capsys.readouterr().err
     assert not (tmp_path / "probe.json").exists()
+
+
+def test_a_probe_without_the_attention_section_prices_sdpa_as_flash(tmp_path: Path, capsys):
+    # a version-1 probe.json (before the attention section) still compares: SDPA's backend is
+    # unknown, so its jobs keep the default kernel, and the prediction differs from cuDNN's
+    report = _report()
+    old = {k: v for k, v in report.items() if k != "attention"}
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps(old))
+    assert dp.main(["compare", str(probe)]) == 0
+    without = capsys.readouterr().out
+    assert "SDPA's default ran" not in without
+    probe.write_text(json.dumps(report))
+    assert dp.main(["compare", str(probe)]) == 0
+    with_cudnn = capsys.readouterr().out
+
+    def p01(out: str) -> float:
+        line = next(ln for ln in out.splitlines() if ln.startswith("| P01 |"))
+        return float(line.split("|")[4].replace(",", ""))
+
+    # cuDNN is the faster kernel on an H100 (0.58 of peak against FA2's 0.35)
+    assert p01(with_cudnn) > p01(without)
