@@ -8,6 +8,23 @@ from pathlib import Path
 from typing import Any
 
 from connectors.base import Offer
+from finetune import Accelerator
+
+# Datasheet parts for the time model's tests: dense bf16 TFLOPS, DRAM GB/s, generation, VRAM and
+# host link (A100 / H100 / B200 / MI300X datasheets; RTX 4090 at its FP32-accumulate rate, Ada
+# whitepaper, no P2P). No SM count and no measured matmul rate, so GEMM_EFFICIENCY applies without
+# tile quantization; a test that needs either says so with dataclasses.replace.
+A100 = Accelerator(tflops=312.0, memory_bandwidth_gbps=2039.0, architecture="Ampere", vram_gb=80, pcie_gen=4)
+H100 = Accelerator(tflops=989.0, memory_bandwidth_gbps=3350.0, architecture="Hopper", vram_gb=80, pcie_gen=5)
+B200 = Accelerator(
+    tflops=2250.0, memory_bandwidth_gbps=8000.0, architecture="Blackwell", vram_gb=180, pcie_gen=5
+)
+MI300X = Accelerator(
+    tflops=1307.0, memory_bandwidth_gbps=5300.0, architecture="CDNA 3", vram_gb=192, pcie_gen=5
+)
+RTX4090 = Accelerator(
+    tflops=165.0, memory_bandwidth_gbps=1008.0, architecture="Ada Lovelace", vram_gb=24, p2p=False, pcie_gen=4
+)
 
 
 def make_offer(instance_type: str, price: float, provider: str = "aws", **overrides: Any) -> Offer:

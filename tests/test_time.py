@@ -15,15 +15,11 @@ from finetune.time import (
     flops_per_token,
     step_time,
 )
+from tests.factories import A100, H100, RTX4090
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
 LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
-A100 = Accelerator(tflops=312.0, memory_bandwidth_gbps=2039.0, architecture="Ampere", vram_gb=80)
-H100 = Accelerator(tflops=989.0, memory_bandwidth_gbps=3350.0, architecture="Hopper", vram_gb=80)
-RTX4090 = Accelerator(
-    tflops=165.0, memory_bandwidth_gbps=1008.0, architecture="Ada Lovelace", vram_gb=24, p2p=False, pcie_gen=4
-)
 
 
 def _time(model: ModelSpec, job: Job, gpu: Accelerator, n: int = 1, intra: float | None = None):

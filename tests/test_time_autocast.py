@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from finetune import Accelerator, Job, estimate_time
+from finetune import Job, estimate_time
 from finetune.architecture import matmul_params
 from finetune.memory import trainable_params
 from finetune.time import (
@@ -23,11 +23,11 @@ from finetune.time import (
     _recompute_params,
     step_time,
 )
+from tests.factories import H100
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
 LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
-H100 = Accelerator(tflops=989.0, memory_bandwidth_gbps=3350.0, architecture="Hopper", vram_gb=80, pcie_gen=5)
 
 
 def _tps(job: Job) -> float:

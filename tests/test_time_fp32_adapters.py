@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from finetune import Accelerator, Job, estimate_time
+from finetune import Job, estimate_time
 from finetune.memory import _adapted_linear_inputs, _layer_activation_bytes_per_token, memory_per_gpu
 from finetune.time import (
     BACKWARD_OPS_RATIO,
@@ -20,14 +20,15 @@ from finetune.time import (
     _n_adapters,
     step_time,
 )
+from tests.factories import H100 as DATASHEET_H100
 from warehouse.seed_models import load_models
 
 LLAMA_8B = load_models()["meta-llama/Llama-3.1-8B"]
-H100 = Accelerator(
-    tflops=989.0, memory_bandwidth_gbps=3350.0, architecture="Hopper", vram_gb=80, pcie_gen=5, sm_count=132
-)
 # a plain loop over the bf16 base: PEFT's fp32 adapters compute in fp32
 PLAIN_LOOP = Job(method="lora", seq_len=2048, micro_batch=1, mixed_precision="none")
+
+# the H100 SXM's 132 SMs (whitepaper table 3): these tests price GEMM tiles
+H100 = replace(DATASHEET_H100, sm_count=132)
 
 
 def _tps(job: Job) -> float:

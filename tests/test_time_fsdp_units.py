@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from finetune import Accelerator, Job, estimate_time
+from finetune import Job, estimate_time
 from finetune.architecture import layer_params, linear_params
 from finetune.memory import quantized_bytes_per_param
 from finetune.time import (
@@ -17,11 +17,11 @@ from finetune.time import (
     _network_bytes_per_micro_step,
 )
 from flows.job_options import JOB_OPTIONS, JobOptions
+from tests.factories import H100
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
 LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
-H100 = Accelerator(tflops=989.0, memory_bandwidth_gbps=3350.0, architecture="Hopper", vram_gb=80, pcie_gen=5)
 LORA = Job(method="lora", sharding="zero3", seq_len=1024, micro_batch=1)
 
 

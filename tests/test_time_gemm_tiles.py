@@ -27,15 +27,14 @@ from finetune.time import (
     step_time,
     tile_efficiency,
 )
+from tests.factories import A100 as DATASHEET_A100
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
 LLAMA_3B = MODELS["meta-llama/Llama-3.2-3B"]
 LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
 TILE_AREA = GEMM_TILE[0] * GEMM_TILE[1]
-A100 = Accelerator(
-    tflops=312.0, memory_bandwidth_gbps=2039.0, architecture="Ampere", vram_gb=80, sm_count=108
-)
+A100 = replace(DATASHEET_A100, sm_count=108)
 L40S = Accelerator(
     tflops=362.0, memory_bandwidth_gbps=864.0, architecture="Ada Lovelace", vram_gb=48, sm_count=142
 )

@@ -28,17 +28,11 @@ from finetune.time import (
     loss_impl,
     step_time,
 )
+from tests.factories import B200, H100, RTX4090
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
 LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
-H100 = Accelerator(tflops=989.0, memory_bandwidth_gbps=3350.0, architecture="Hopper", vram_gb=80, pcie_gen=5)
-B200 = Accelerator(
-    tflops=2250.0, memory_bandwidth_gbps=8000.0, architecture="Blackwell", vram_gb=180, pcie_gen=5
-)
-RTX4090 = Accelerator(
-    tflops=165.0, memory_bandwidth_gbps=1008.0, architecture="Ada Lovelace", vram_gb=24, p2p=False, pcie_gen=4
-)
 RTX6000_ADA = Accelerator(
     tflops=364.0, memory_bandwidth_gbps=960.0, architecture="Ada Lovelace", vram_gb=48, pcie_gen=4
 )

@@ -19,15 +19,11 @@ from finetune.time import (
 )
 from flows.cli import app
 from flows.job_options import JobOptions
-from tests.factories import benchmark_row, estimate_json
+from tests.factories import A100, B200, H100, MI300X, benchmark_row, estimate_json
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
 LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
-H100 = Accelerator(tflops=989.0, memory_bandwidth_gbps=3350.0, architecture="Hopper", vram_gb=80.0)
-B200 = Accelerator(tflops=2250.0, memory_bandwidth_gbps=8000.0, architecture="Blackwell", vram_gb=180.0)
-A100 = Accelerator(tflops=312.0, memory_bandwidth_gbps=2039.0, architecture="Ampere", vram_gb=80.0)
-MI300X = Accelerator(tflops=1307.0, memory_bandwidth_gbps=5300.0, architecture="CDNA 3", vram_gb=192.0)
 LONG = Job(method="full", seq_len=8192, micro_batch=1, sharding="zero3")
 
 

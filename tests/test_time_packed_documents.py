@@ -12,16 +12,15 @@ import pytest
 from typer.testing import CliRunner
 
 from benchmarks.throughput_accuracy import EXTRA_CSV, load_gpus, row_to_case
-from finetune import Accelerator, Job, estimate_time, memory_per_gpu
+from finetune import Job, estimate_time, memory_per_gpu
 from finetune.job import _truncated_exponential_rate, attended_length, padded_batch_length
 from flows.cli import app
 from flows.job_options import JobOptions
-from tests.factories import benchmark_row, estimate_json
+from tests.factories import H100, benchmark_row, estimate_json
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
 LLAMA_8B = MODELS["meta-llama/Llama-3.1-8B"]
-H100 = Accelerator(tflops=989.0, memory_bandwidth_gbps=3350.0, architecture="Hopper", vram_gb=80.0)
 # axolotl's Llama-3.1-8B full fine-tune on MI300X (benchmarks/data X43): 8,192-token rows packed
 # with conversations of 446.5 tokens on average
 PACKED = Job(method="full", seq_len=8192, micro_batch=8, sharding="zero3")

@@ -17,11 +17,11 @@ from finetune.time import (
     link_bytes_per_s,
     step_time,
 )
+from tests.factories import A100
 from warehouse.seed_models import load_models
 
 LLAMA_8B = load_models()["meta-llama/Llama-3.1-8B"]
 # PCIe 4 boards: one with P2P (collectives overlap compute), one GeForce without (host-staged)
-A100 = Accelerator(tflops=312.0, memory_bandwidth_gbps=2039.0, architecture="Ampere", vram_gb=80, pcie_gen=4)
 RTX4090 = Accelerator(
     tflops=165.2, memory_bandwidth_gbps=1008.0, architecture="Ada Lovelace", vram_gb=24, p2p=False, pcie_gen=4
 )
