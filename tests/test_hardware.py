@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from finetune.offer import has_half_rate_accumulate
 from warehouse.hardware import (
     SEEDS_DIR,
     VRAM_TOLERANCE,
@@ -700,12 +701,10 @@ BOOST_MHZ = {
     "Ada Lovelace": (2130, 2610),  # RTX 2000 Ada .. RTX 4070 Ti
     "RTX Blackwell": (2407, 2617),  # RTX 5090 .. RTX 5080
 }
-WORKSTATION_OR_CONSUMER = ("GeForce RTX", "RTX A", "Quadro RTX", "RTX PRO")
+WORKSTATION_OR_CONSUMER = ("GeForce RTX", "Quadro RTX", "RTX ")  # "RTX " : RTX A, RTX PRO, RTX … Ada
 
 
 def _implied_boost_mhz(gpu_name: str, hw: HardwareCatalog) -> float:
-    from finetune.offer import has_half_rate_accumulate
-
     gpu = hw.gpus[gpu_name]
     tflops = gpu.bf16_tflops if gpu.supports_bf16 else gpu.fp16_tflops
     assert tflops is not None and gpu.sm_count is not None, gpu_name
@@ -723,8 +722,10 @@ def test_consumer_and_workstation_tensor_rates_are_sms_times_boost_times_the_per
         and g.sm_count is not None
         and (g.bf16_tflops if g.supports_bf16 else g.fp16_tflops) is not None
     ]
-    # the 22 filled from SM counts and boost clocks in December 2026, and the whitepaper rows
-    assert len(rated) >= 25, rated
+    # the 22 filled from SM counts and boost clocks in December 2026, and the eight rows rated
+    # from NVIDIA's own figures before
+    assert len(rated) == 30, rated
+    assert {"RTX4090", "RTX3090", "RTX5090", "RTX6000-Ada", "RTX-PRO-6000", "RTXA6000"} <= set(rated)
     for name in rated:
         low, high = BOOST_MHZ[hw.gpus[name].architecture]
         assert 0.99 * low <= _implied_boost_mhz(name, hw) <= 1.01 * high, name
