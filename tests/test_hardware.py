@@ -696,7 +696,7 @@ def test_rtx_pro_6000_max_q_is_derived_from_its_ai_tops_by_the_workstation_editi
 # clocks of the cards of each generation span these ranges (MHz; TechPowerUp GPU database): a
 # sparse or FP16-accumulate figure entered by mistake doubles the clock it implies, out of range.
 BOOST_MHZ = {
-    "Turing": (1545, 1815),  # Quadro RTX 4000 .. Quadro RTX 5000
+    "Turing": (1545, 1815),  # Quadro RTX 4000 .. Quadro RTX 5000 (RTX 2060-2080: 1620-1710)
     "Ampere": (1200, 1860),  # RTX A2000 .. RTX 3090 Ti
     "Ada Lovelace": (2130, 2610),  # RTX 2000 Ada .. RTX 4070 Ti
     "RTX Blackwell": (2407, 2617),  # RTX 5090 .. RTX 5080
@@ -722,9 +722,9 @@ def test_consumer_and_workstation_tensor_rates_are_sms_times_boost_times_the_per
         and g.sm_count is not None
         and (g.bf16_tflops if g.supports_bf16 else g.fp16_tflops) is not None
     ]
-    # the 22 filled from SM counts and boost clocks in December 2026, and the eight rows rated
+    # the 25 filled from SM counts and boost clocks in December 2026, and the eight rows rated
     # from NVIDIA's own figures before
-    assert len(rated) == 30, rated
+    assert len(rated) == 33, rated
     assert {"RTX4090", "RTX3090", "RTX5090", "RTX6000-Ada", "RTX-PRO-6000", "RTXA6000"} <= set(rated)
     for name in rated:
         low, high = BOOST_MHZ[hw.gpus[name].architecture]
@@ -741,7 +741,10 @@ def test_consumer_and_workstation_tensor_rates_are_sms_times_boost_times_the_per
         "RTX5080": 1802,  # NVIDIA: 1801
     }
     # Turing has no bf16: its rate is the fp16 one, and the estimate trains in fp16
-    assert all(hw.gpus[f"Quadro-RTX{n}"].bf16_tflops is None for n in (4000, 5000, 6000))
+    turing = [f"Quadro-RTX{n}" for n in (4000, 5000, 6000)] + [f"RTX{n}" for n in (2060, 2070, 2080)]
+    assert all(hw.gpus[n].bf16_tflops is None and hw.gpus[n].fp16_tflops for n in turing)
+    # GeForce Turing at half rate: the RTX 2080 at its 1710 MHz reference boost
+    assert hw.gpus["RTX2080"].fp16_tflops == round(46 * 1710e6 * 512 / 1e12, 1) == 40.3
 
 
 # Large square bf16 torch.mm, the best of 1024² to 10240² per run (zzc0721/torch-performance-test-
