@@ -67,6 +67,9 @@ SDPA_BACKENDS = {
 # flash backend is FlashAttention-2, cuDNN is the GPU's own fused attention, math is unfused
 # (the s² scores written and read, as eager); memory-efficient (xformers' kernel) has no figure
 BACKEND_KERNEL = {"flash": "flash", "cudnn": "native", "math": "eager"}
+# an attention backward's FLOPs in forwards (finetune.time.ATTENTION_BACKWARD_RATIO, the weighting of
+# flash-attention's "fwd + bwd" figures): `measure` imports no project code, so it is restated here
+ATTENTION_BACKWARD_RATIO = 2.5
 # Published config.json fields (huggingface.co/meta-llama/<model>/blob/main/config.json), the same
 # figures as warehouse/seeds/llm_models.csv; rope scaling is left out: it changes no FLOP or byte.
 MODEL_CONFIGS: dict[str, dict[str, Any]] = {
@@ -163,9 +166,9 @@ def attention_forward_flops(batch: int, heads: int, seq: int, head_dim: int, cau
 
 
 def fwd_bwd_tflops(forward_flops: float, forward_s: float, backward_s: float) -> float:
-    """A forward and its backward (2.5 forwards' FLOPs: the model's ATTENTION_BACKWARD_RATIO) over
-    their time: flash-attention's "fwd + bwd" rate, the figure the model's shares are read from."""
-    return 3.5 * forward_flops / (forward_s + backward_s) / 1e12
+    """A forward and its backward (ATTENTION_BACKWARD_RATIO forwards' FLOPs) over their time:
+    flash-attention's "fwd + bwd" rate, the figure the model's shares are read from."""
+    return (1 + ATTENTION_BACKWARD_RATIO) * forward_flops / (forward_s + backward_s) / 1e12
 
 
 def default_backend(results: dict[str, dict[str, Any]]) -> str | None:
@@ -597,10 +600,10 @@ def _job_overrides(res: dict[str, Any], sdpa_default: str | None = None) -> dict
     """The knobs throughput_extra.csv has no column for, as the measured job ran them.
     `sdpa_default`: the backend the probe found SDPA's own choice to run (cuDNN is `native`)."""
     overrides: dict[str, object] = {}
-    if res["attention"] == "eager":
-        overrides["attention"] = "eager"
-    elif BACKEND_KERNEL.get(sdpa_default or "") in ("native", "eager"):
-        overrides["attention"] = BACKEND_KERNEL[sdpa_default or ""]
+    # an eager job is eager whatever SDPA picks; an SDPA job is what SDPA's default was found to run
+    kernel = "eager" if res["attention"] == "eager" else BACKEND_KERNEL.get(sdpa_default or "", "flash")
+    if kernel != "flash":  # flash is the Job default
+        overrides["attention"] = kernel
     if res["load_dtype"] == "float32":
         overrides["mixed_precision"] = "autocast"
     elif res["method"] == "lora":

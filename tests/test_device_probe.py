@@ -14,6 +14,7 @@ import pytest
 from benchmarks import device_probe as dp
 from benchmarks.throughput_accuracy import EXTRA_CSV, load_gpus, predict, row_to_case
 from finetune import memory_per_gpu
+from finetune.time import ATTENTION_BACKWARD_RATIO
 from warehouse.seed_models import load_models
 
 
@@ -224,6 +225,8 @@ def test_fwd_bwd_rate_is_flash_attentions_own_figure():
     flops = dp.attention_forward_flops(2, 16, 16384, 128, causal=False)
     forward_s, backward_s = flops / 355.51e12, 2.5 * flops / 202.12e12
     assert dp.fwd_bwd_tflops(flops, forward_s, backward_s) == pytest.approx(230.54, abs=0.05)
+    # the probe restates the model's weighting (measure imports no project code): they must agree
+    assert dp.ATTENTION_BACKWARD_RATIO == ATTENTION_BACKWARD_RATIO
 
 
 def test_default_backend_is_the_forced_one_it_matches():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from finetune.offer import has_half_rate_accumulate
+from finetune.offer import has_half_rate_accumulate, tensor_rate
 from warehouse.hardware import (
     SEEDS_DIR,
     VRAM_TOLERANCE,
@@ -706,7 +706,7 @@ WORKSTATION_OR_CONSUMER = ("GeForce RTX", "Quadro RTX", "RTX ")  # "RTX " : RTX 
 
 def _implied_boost_mhz(gpu_name: str, hw: HardwareCatalog) -> float:
     gpu = hw.gpus[gpu_name]
-    tflops = gpu.bf16_tflops if gpu.supports_bf16 else gpu.fp16_tflops
+    tflops, _ = tensor_rate(gpu.bf16_tflops, gpu.fp16_tflops, gpu.supports_bf16)
     assert tflops is not None and gpu.sm_count is not None, gpu_name
     per_sm = 512 if has_half_rate_accumulate(gpu.model) else 1024
     return tflops * 1e12 / (gpu.sm_count * per_sm) / 1e6
@@ -720,7 +720,7 @@ def test_consumer_and_workstation_tensor_rates_are_sms_times_boost_times_the_per
         for name, g in hw.gpus.items()
         if g.model.startswith(WORKSTATION_OR_CONSUMER)
         and g.sm_count is not None
-        and (g.bf16_tflops if g.supports_bf16 else g.fp16_tflops) is not None
+        and tensor_rate(g.bf16_tflops, g.fp16_tflops, g.supports_bf16)[0] is not None
     ]
     # the 25 filled from SM counts and boost clocks in December 2026, and the eight rows rated
     # from NVIDIA's own figures before
@@ -734,7 +734,9 @@ def test_consumer_and_workstation_tensor_rates_are_sms_times_boost_times_the_per
     stated |= {"Quadro-RTX4000": 57.0, "Quadro-RTX5000": 89.2, "Quadro-RTX6000": 130.5}
     for name, tflops in stated.items():
         gpu = hw.gpus[name]
-        assert (gpu.bf16_tflops if gpu.supports_bf16 else gpu.fp16_tflops) == pytest.approx(tflops, abs=0.06)
+        assert tensor_rate(gpu.bf16_tflops, gpu.fp16_tflops, gpu.supports_bf16)[0] == pytest.approx(
+            tflops, abs=0.06
+        )
     # RTX 50: NVIDIA's "AI TOPS" is sparse FP4, 16 x dense BF16 with FP32 accumulate at half rate
     assert {name: round(16 * (hw.gpus[name].bf16_tflops or 0)) for name in ("RTX5070", "RTX5080")} == {
         "RTX5070": 987,  # NVIDIA: 988
