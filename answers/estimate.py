@@ -477,6 +477,7 @@ def stated_offer(gpu: GpuSpec, hw: StatedHardware) -> dict[str, Any]:
         "architecture": gpu.architecture,
         "sm_count": gpu.sm_count,
         "matmul_tflops": gpu.matmul_tflops,
+        "half_rate_accumulate": gpu.half_rate_accumulate,
         "gpu_model": gpu.model,
         "billing_granularity": "per_second",
         "minimum_charge_seconds": None,

@@ -36,7 +36,7 @@ from pathlib import Path
 from benchmarks.memory_accuracy import resolve_model
 from finetune import Accelerator, Job, ModelSpec, estimate_time
 from finetune.job import _truncated_exponential_rate, padded_batch_length
-from finetune.offer import PCIE_X16_GBYTES_PER_S, has_half_rate_accumulate, has_p2p
+from finetune.offer import PCIE_X16_GBYTES_PER_S, has_p2p
 from finetune.time import matmul_share
 from warehouse.seed_models import SEEDS_DIR, load_models
 
@@ -295,7 +295,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         p2p=has_p2p(spec.get("model")) and link != "host",
         pcie_gen=int(spec["pcie_gen"]) if spec.get("pcie_gen") else None,
         sm_count=int(spec["sm_count"]) if spec.get("sm_count") else None,
-        half_rate_accumulate=has_half_rate_accumulate(spec.get("model")),
+        half_rate_accumulate=spec.get("half_rate_accumulate") == "true",
         matmul_share=matmul_share(_float(spec.get("matmul_tflops")), _float(spec.get("bf16_tflops"))),
     )
     nvlink = _float(spec.get("nvlink_gbps")) or 0.0

@@ -15,8 +15,9 @@ stated GPU with `stated_links` and sends it through the same path. Units are in 
 An NVLink *bridge* joins two cards (Azure NC H100 v5, hyperstack's "NVLink" flavours of PCIe
 cards); with more than two GPUs a ring crosses PCIe between the bridged pairs, so the whole
 collective runs at the PCIe rate. A multi-GPU PCIe offer whose seed leaves the rate empty gets
-the GPU's PCIe x16 rate. GeForce cards have no P2P (`has_p2p`), and their bf16 rate with FP32
-accumulation is half their tensor rate (`has_half_rate_accumulate`).
+the GPU's PCIe x16 rate. GeForce cards have no P2P (`has_p2p`). Parts whose bf16 with FP32
+accumulation runs at half their FP16-accumulate rate (GeForce, L40, A10G) carry gpus.csv's
+`half_rate_accumulate`, a fact of the part with its own source rather than a rule on its name.
 
 GPUs without bf16 (Volta, Turing: gpus.csv `supports_bf16` false) train in fp16 mixed precision:
 the same two bytes per value, so memory is unchanged, at the fp16 tensor rate (`tensor_rate`).
@@ -45,7 +46,6 @@ __all__ = [
     "gbits_per_s",
     "granularity",
     "hardware_of",
-    "has_half_rate_accumulate",
     "has_p2p",
     "interruptions_per_hour",
     "intra_node_gbytes_per_s",
@@ -134,13 +134,6 @@ def has_p2p(gpu_model: str | None) -> bool:
     return not (gpu_model or "").startswith("GeForce")
 
 
-def has_half_rate_accumulate(gpu_model: str | None) -> bool:
-    """GeForce cards run bf16/fp16 tensor math with FP32 accumulation at half their FP16-accumulate
-    rate (NVIDIA's GA102, Ada and RTX Blackwell whitepapers), the rate gpus.csv states for them;
-    professional and datacenter parts run it at full rate. Read from gpus.csv's `model`."""
-    return (gpu_model or "").startswith("GeForce")
-
-
 def tensor_rate(
     bf16_tflops: float | None, fp16_tflops: float | None, supports_bf16: bool | None = None
 ) -> tuple[float | None, Literal["bf16", "fp16"]]:
@@ -197,7 +190,7 @@ def hardware_of(row: Mapping[str, Any]) -> Hardware:
         pcie_gen=row["pcie_gen"],
         sm_count=row.get("sm_count"),
         matmul_tflops=row.get("matmul_tflops"),
-        half_rate_accumulate=has_half_rate_accumulate(row["gpu_model"]),
+        half_rate_accumulate=bool(row.get("half_rate_accumulate")),
     )
 
 

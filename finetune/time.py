@@ -8,8 +8,8 @@ One micro-step on one GPU processes T = seq_len × micro_batch tokens (padding i
 is the slowest of what the GPU must do and what the CPU must dispatch (kernels run asynchronously,
 so the launch floor only shows when the GPU work is shorter):
 
-* matmuls: FLOPs / (dense peak × GEMM_EFFICIENCY; GeForce cards, whose bf16 rate with FP32
-  accumulation is half their tensor rate, reach that rated figure: GEMM_EFFICIENCY_HALF_RATE),
+* matmuls: FLOPs / (dense peak × GEMM_EFFICIENCY; parts whose bf16 rate with FP32 accumulation
+  is half their tensor rate, GeForce, L40 and A10G, reach that rated figure: GEMM_EFFICIENCY_HALF_RATE),
   but never less than reading the weights once per pass at memory bandwidth (small steps are
   bound by the weight traffic, not the FLOPs). Passes: forward; input gradient; weight gradient
   (full fine-tuning only: frozen weights need none); recompute (gradient checkpointing). Where
@@ -123,7 +123,10 @@ GEMM_EFFICIENCY = 0.80
 # full-rate parts reach A100 SXM 264.53 of 312 = 85 %, H100 789.24 of 989 = 80 %, RTX A6000
 # 123.34 of 154.8 = 80 %, as GEMM_EFFICIENCY says). We take the rated figure itself, 1.0: what
 # is above it is GPU Boost clocking past the rated boost clock, which varies by board and
-# cooling and which no datasheet states.
+# cooling and which no datasheet states. Two datacenter parts are rated the same way and measure
+# the same: the L20 (119.5 rated, 114.14 measured, database.md @9d82827) and the A10G (70 rated,
+# 69.47 measured, issue #126 of the same repository); gpus.csv `half_rate_accumulate` marks
+# which parts these are, the L40 (181, half the L40S on the same die) among them.
 GEMM_EFFICIENCY_HALF_RATE = 1.0
 # A GEMM's M×N output is computed in tiles, one per thread block (CTA). The largest bf16
 # tensor-core tiles, 256×128 and 128×256, are the most efficient, and the big shapes behind
@@ -327,7 +330,7 @@ class Accelerator:
     pcie_gen: int | None = None
     # streaming multiprocessors (gpus.csv `sm_count`); None: GEMMs at the flat big-shape efficiency
     sm_count: int | None = None
-    # bf16 with FP32 accumulation at half the tensor rate (GeForce, `finetune.offer.has_half_rate_accumulate`)
+    # bf16 with FP32 accumulation at half rate (gpus.csv `half_rate_accumulate`: GeForce, L40, A10G)
     half_rate_accumulate: bool = False
     # measured large-matmul rate / `tflops` (gpus.csv `matmul_tflops`, MAMF); None: not measured
     matmul_share: float | None = None
@@ -346,7 +349,7 @@ class Accelerator:
     def gemm_efficiency(self) -> float:
         """Share of `tflops` that large GEMMs reach (before tile and wave quantization).
 
-        The rated figure's share (GEMM_EFFICIENCY, or GEMM_EFFICIENCY_HALF_RATE on GeForce cards),
+        The rated figure's share (GEMM_EFFICIENCY, or GEMM_EFFICIENCY_HALF_RATE on half-rate parts),
         held to the part's own measured best-shape rate where that is lower.
         """
         rated = GEMM_EFFICIENCY_HALF_RATE if self.half_rate_accumulate else GEMM_EFFICIENCY

@@ -399,9 +399,13 @@ def test_gpus_shows_the_measured_matmul_rate_the_time_model_reads(home: Path):
     rate = columns.index("matmul_tflops")
     assert by_name["H100-PCIe"][rate] == 495.93
     assert by_name["H100-SXM"][rate] == 794.5
-    assert by_name["A10G"][rate] is None  # measured by neither table: 0.80 of its rated figure
+    assert by_name["H100-SXM"][columns.index("half_rate_accumulate")] is False
+    # measured by neither table; a half-rate part, which large matmuls run at its rated figure
+    assert by_name["A10G"][rate] is None
+    assert by_name["A10G"][columns.index("half_rate_accumulate")] is True
     printed = runner.invoke(app, ["gpus"])
     assert printed.exit_code == 0 and "matmul_tflops" in printed.stdout
+    assert "half_rate_accumulate" in printed.stdout
     assert not home.exists()
 
 

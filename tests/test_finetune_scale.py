@@ -124,7 +124,7 @@ def reference_rows(
             p2p=ft.has_p2p(offer["gpu_model"]),
             pcie_gen=offer["pcie_gen"],
             sm_count=offer["sm_count"],
-            half_rate_accumulate=ft.has_half_rate_accumulate(offer["gpu_model"]),
+            half_rate_accumulate=bool(offer["half_rate_accumulate"]),
             matmul_tflops=offer["matmul_tflops"],
         )
         if hw.gpu_count < 1 or offer.get("serverless"):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from finetune.offer import has_half_rate_accumulate, tensor_rate
+from finetune.offer import tensor_rate
 from warehouse.hardware import (
     SEEDS_DIR,
     VRAM_TOLERANCE,
@@ -708,7 +708,7 @@ def _implied_boost_mhz(gpu_name: str, hw: HardwareCatalog) -> float:
     gpu = hw.gpus[gpu_name]
     tflops, _ = tensor_rate(gpu.bf16_tflops, gpu.fp16_tflops, gpu.supports_bf16)
     assert tflops is not None and gpu.sm_count is not None, gpu_name
-    per_sm = 512 if has_half_rate_accumulate(gpu.model) else 1024
+    per_sm = 512 if gpu.half_rate_accumulate else 1024
     return tflops * 1e12 / (gpu.sm_count * per_sm) / 1e6
 
 

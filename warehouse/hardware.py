@@ -143,6 +143,10 @@ class GpuSpec:
     # measured large bf16 matmul rate (MAMF, TFLOPS), with its own source; None = not measured
     matmul_tflops: float | None = None
     matmul_tflops_source: str = ""
+    # bf16/fp16 tensor math with FP32 accumulation runs at half the FP16-accumulate rate (GeForce,
+    # L40, A10G), so `bf16_tflops` is that half rate, with its own source; False = full rate
+    half_rate_accumulate: bool = False
+    half_rate_accumulate_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -266,6 +270,8 @@ class HardwareCatalog:
                 sm_count_source=r["sm_count_source"].strip(),
                 matmul_tflops=_float(r["matmul_tflops"]),
                 matmul_tflops_source=r["matmul_tflops_source"].strip(),
+                half_rate_accumulate=bool(_bool(r["half_rate_accumulate"])),
+                half_rate_accumulate_source=r["half_rate_accumulate_source"].strip(),
             )
             for r in _read(folder / "gpus.csv")
         }
