@@ -68,3 +68,25 @@ def test_a_source_that_does_not_bucket_pads_random_batches() -> None:
     case = row_to_case(row, MODELS, load_gpus())
     assert case.job is not None
     assert case.job.seq_len == round(padded_batch_length(210.0, 768.0, 4))
+
+
+def test_every_peft_run_reads_as_its_results_file_says() -> None:
+    # X01 (LoRA r64, 2025), X65 (full fine-tuning) and X66 (LoRA r32), one L40S, one loop
+    with EXTRA_CSV.open(newline="", encoding="utf-8") as f:
+        rows = {r["id"]: r for r in csv.DictReader(f) if r["source"] == "peft-method-comparison"}
+    assert set(rows) == {"X01", "X65", "X66"}
+    cases = {i: row_to_case(r, MODELS, load_gpus()) for i, r in rows.items()}
+    bucketed = round(bucketed_padded_length(210.0, 768.0, 4, LENGTH_BUCKETED_SOURCES["peft-method-comparison"]))
+    for case_id, case in cases.items():
+        assert case.skip_reason is None and case.job is not None, case_id
+        assert case.job.seq_len == bucketed and case.job.micro_batch == 4 and not case.job.grad_checkpointing
+        # every file pins its commit, and the quote carries the median the row states
+        assert "/blob/" in rows[case_id]["source_url"]
+        assert f"median {rows[case_id]['measured']}" in rows[case_id]["quote"]
+    full, lora = cases["X65"].job, cases["X66"].job
+    assert full is not None and lora is not None
+    # no PEFT wrapper on the full run: every weight and its AdamW states in bf16, no autocast
+    assert (full.method, full.precision) == ("full", "bf16-pure")
+    # the LoRA runs cast their adapters to fp32 over the bf16 base (FP32_ADAPTER_SOURCES)
+    assert (lora.method, lora.precision, lora.mixed_precision) == ("lora", "bf16-mixed", "none")
+    assert (lora.lora_rank, lora.lora_targets) == (32, "qv")
