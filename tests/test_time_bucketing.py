@@ -75,8 +75,10 @@ def test_every_peft_run_reads_as_its_results_file_says() -> None:
     with EXTRA_CSV.open(newline="", encoding="utf-8") as f:
         rows = {r["id"]: r for r in csv.DictReader(f) if r["source"] == "peft-method-comparison"}
     assert set(rows) == {"X01", "X65", "X66"}
-    cases = {i: row_to_case(r, MODELS, load_gpus()) for i, r in rows.items()}
-    bucketed = round(bucketed_padded_length(210.0, 768.0, 4, LENGTH_BUCKETED_SOURCES["peft-method-comparison"]))
+    gpus = load_gpus()  # read gpus.csv once, not once per row
+    cases = {i: row_to_case(r, MODELS, gpus) for i, r in rows.items()}
+    factor = LENGTH_BUCKETED_SOURCES["peft-method-comparison"]
+    bucketed = round(bucketed_padded_length(210.0, 768.0, 4, factor))
     for case_id, case in cases.items():
         assert case.skip_reason is None and case.job is not None, case_id
         assert case.job.seq_len == bucketed and case.job.micro_batch == 4 and not case.job.grad_checkpointing
