@@ -114,6 +114,23 @@ class Hardware:
     def gpus_per_node(self) -> int:
         return 1 if self.gpu_count < 1 else int(self.gpu_count)
 
+    def accelerator(self, tflops: float) -> Accelerator:
+        """One of the job's GPUs as the time model sees it, at `tflops` (`node_tflops`)."""
+        share = min(1.0, self.gpu_count)
+        return Accelerator(
+            tflops=tflops,
+            memory_bandwidth_gbps=self.memory_bandwidth_gbps * share if self.memory_bandwidth_gbps else None,
+            architecture=self.architecture,
+            vram_gb=self.vram_gb,
+            p2p=self.p2p,
+            pcie_gen=self.pcie_gen,
+            # a slice's SMs are not its share of the whole GPU's (MIG): flat GEMM efficiency there
+            sm_count=self.sm_count if self.gpu_count >= 1 else None,
+            # a share of the part's own peak, so it holds for a MIG slice's share of the rate too
+            matmul_share=matmul_share(self.matmul_tflops, self.tensor_tflops),
+            half_rate_accumulate=self.half_rate_accumulate,
+        )
+
     @property
     def node_tflops(self) -> float | None:
         """Dense tensor TFLOPS of one of the job's GPUs (a slice gets its share)."""
@@ -282,20 +299,7 @@ def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobM
         reason = f"no dense bf16 or fp16 TFLOPS for {hw.gpu_name} in gpus.csv (no tensor cores or unknown)"
         return Plan(**fields, **unknown_time, unpriced_reason=reason)
     intra = hw.intra_node_gbytes_per_s * 8 if hw.intra_node_gbytes_per_s is not None else None
-    share = min(1.0, hw.gpu_count)
-    gpu = Accelerator(
-        tflops=tflops,
-        memory_bandwidth_gbps=hw.memory_bandwidth_gbps * share if hw.memory_bandwidth_gbps else None,
-        architecture=hw.architecture,
-        vram_gb=hw.vram_gb,
-        p2p=hw.p2p,
-        pcie_gen=hw.pcie_gen,
-        # a slice's SMs are not its share of the whole GPU's (MIG): flat GEMM efficiency there
-        sm_count=hw.sm_count if hw.gpu_count >= 1 else None,
-        # a share of the part's own peak, so it holds for a MIG slice's share of the rate too
-        matmul_share=matmul_share(hw.matmul_tflops, hw.tensor_tflops),
-        half_rate_accumulate=hw.half_rate_accumulate,
-    )
+    gpu = hw.accelerator(tflops)
     time = estimate_time(
         memory.model, job, fjob.train_tokens, n, gpn, tflops, intra, hw.inter_node_gbits_per_s, gpu=gpu
     )
