@@ -69,25 +69,18 @@ def test_every_job_takes_finite_positive_time_at_most_at_peak(
     assert 0 < est.utilization <= 1
 
 
+# the tensor rate (its measured share, matmul_share, is of the part's own peak, so it scales with
+# it) and the memory bandwidth
+@pytest.mark.parametrize("resource", ["tflops", "memory_bandwidth_gbps"])
 @settings(max_examples=200, deadline=None)
 @given(model_specs(), jobs(), GPU_COUNTS, st.sampled_from(PARTS), LINKS, MORE)
-def test_a_faster_tensor_rate_never_slows_a_job(
-    model: ModelSpec, job: Job, n: int, gpu: Accelerator, link: float, more: float
+def test_more_of_a_gpu_resource_never_slows_a_job(
+    resource: str, model: ModelSpec, job: Job, n: int, gpu: Accelerator, link: float, more: float
 ) -> None:
-    # the measured share (matmul_share) is of the part's own peak, so it scales with it
-    faster = replace(gpu, tflops=gpu.tflops * more)
-    assert _estimate(model, job, n, faster, link).hours <= _estimate(model, job, n, gpu, link).hours
-
-
-@settings(max_examples=200, deadline=None)
-@given(model_specs(), jobs(), GPU_COUNTS, st.sampled_from(PARTS), LINKS, MORE)
-def test_more_memory_bandwidth_never_slows_a_job(
-    model: ModelSpec, job: Job, n: int, gpu: Accelerator, link: float, more: float
-) -> None:
-    assume(gpu.memory_bandwidth_gbps is not None)
-    assert gpu.memory_bandwidth_gbps is not None
-    wider = replace(gpu, memory_bandwidth_gbps=gpu.memory_bandwidth_gbps * more)
-    assert _estimate(model, job, n, wider, link).hours <= _estimate(model, job, n, gpu, link).hours
+    value = getattr(gpu, resource)
+    assume(value is not None)
+    better = replace(gpu, **{resource: value * more})
+    assert _estimate(model, job, n, better, link).hours <= _estimate(model, job, n, gpu, link).hours
 
 
 @settings(max_examples=200, deadline=None)
