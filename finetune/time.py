@@ -25,9 +25,11 @@ so the launch floor only shows when the GPU work is shorter):
   moves only each fused region's inputs and outputs). This term is why H100s reach a
   lower fraction of their peak than A100s: 295 dense FLOPs per byte of bandwidth against 153;
 * QLoRA: every pass that needs the frozen weights dequantizes them (read the 4-bit weight and its
-  constants, write bf16): a per-step cost proportional to parameters, not to tokens. A GPTQ base
-  (`quant="gptq"`) is dequantized by a chain of PyTorch ops (GPTQ_DEQUANT_BYTES_PER_WEIGHT) in
-  forward and each recompute, and each linear's input is cast to fp16 for the fp16 GEMM;
+  constants, write bf16): a per-step cost proportional to parameters, not to tokens, in bytes and
+  in the operators each rebuild dispatches (NF4_DEQUANT_OPS; the head too under `quantize_head`).
+  A GPTQ base (`quant="gptq"`) is dequantized by a chain of PyTorch ops
+  (GPTQ_DEQUANT_BYTES_PER_WEIGHT) in forward and each recompute, and each linear's input is cast
+  to fp16 for the fp16 GEMM;
 * the kernel stack (`Job.kernels`): plain counts transformers' and PEFT's eager ops; fused
   (FlashAttention-2, Liger / Unsloth kernels) moves each fused kernel's inputs and outputs once,
   dispatches fewer ops and replaces the fp32 loss with linear-cross-entropy;
@@ -239,6 +241,18 @@ GPTQ_DEQUANT_BYTES_PER_WEIGHT = 16.5
 GPTQ_OPS_PER_LINEAR = 10
 # x.half() before the fp16 GEMM: read 2 B and write 2 B per input element, per forward pass
 GPTQ_INPUT_CAST_BYTES = 4.0
+# An NF4 base (bitsandbytes' Linear4bit) runs every linear call as MatMul4Bit, which rebuilds the
+# bf16 weight with F.dequantize_4bit(B, quant_state).to(A.dtype).t() before the GEMM in forward,
+# and again in backward (it saves the 4-bit weight, not the bf16 one); a recompute repeats the
+# forward. Operators one such rebuild dispatches (bitsandbytes 0.43.0, functional.py
+# dequantize_4bit and dequantize_blockwise, autograd/_functions.py MatMul4Bit): under double
+# quantization the nested absmax first (torch.empty, quant_state.code.to(device), the blockwise
+# kernel, `absmax += offset`), then the codes (torch.empty, the NF4 kernel), then .to and .t(): 8;
+# without it 4. The kernels launch through ctypes between torch.cuda.set_device calls that are
+# not counted, so this is a floor. Unsloth's own fast_dequantize launches the same two kernels
+# into a reused buffer (fewer operators); torchtune's NF4Tensor dequantizes with a chain of
+# PyTorch ops (more); neither is told apart here.
+NF4_DEQUANT_OPS: dict[str, int] = {"nf4": 4, "nf4-dq": 8}
 # torch.autocast over fp32 modules (Job.mixed_precision="autocast"). Each F.linear call casts its
 # fp32 operands to bf16, one aten::_to_copy each (read 4 B, write 2 B per element): the weight and
 # the input when it is fp32 (ATen autocast_mode.cpp, cached_cast). Only casts of leaves that
@@ -918,19 +932,27 @@ def step_time(
     loss_s = logit_bytes * model.vocab_size * tokens / bw
 
     dequant_s = 0.0
-    gptq_ops = 0
+    # operators the dequantization dispatches in one micro-step
+    dequant_ops = 0
     if job.method == "qlora" and job.quant == "gptq":
         # forward and each recompute rebuild the fp16 weight (backward reuses the saved copy)
-        # and cast the linear's input to fp16
+        # and cast the linear's input to fp16; no autograd graph (frozen weight), no backward ops
         passes = fwd_passes
         dequant_s = linear_params(model) * GPTQ_DEQUANT_BYTES_PER_WEIGHT * passes / bw
         dequant_s += _linear_input_elements_per_token(model) * tokens * GPTQ_INPUT_CAST_BYTES * passes / bw
-        gptq_ops = GPTQ_OPS_PER_LINEAR * _linears_per_layer(model) * model.layers
+        dequant_ops = GPTQ_OPS_PER_LINEAR * _linears_per_layer(model) * model.layers * passes
     elif job.method == "qlora":
         per_pass = linear_params(model) * (quantized_bytes_per_param(job) + 2.0)
         # every recomputed layer dequantizes its weights again
         passes = weight_passes + (1 if job.grad_checkpointing else 0)
         dequant_s = per_pass * passes / bw
+        calls = _linears_per_layer(model) * model.layers * passes
+        if job.quantize_head:
+            # the head sits outside the checkpointed layers: forward and backward only
+            head = model.vocab_size * model.hidden_size
+            dequant_s += head * (quantized_bytes_per_param(job) + 2.0) * weight_passes / bw
+            calls += weight_passes
+        dequant_ops = NF4_DEQUANT_OPS[job.quant] * calls
 
     if job.compiled:
         kernels = COMPILED_KERNELS_PER_LAYER_FORWARD * model.layers
@@ -948,10 +970,7 @@ def step_time(
                 _linears_per_layer(model) * model.layers + _n_adapters(model, job)
             )
         dispatch_s = ops_fwd * (fwd_passes + BACKWARD_OPS_RATIO) * DISPATCH_SECONDS_PER_OP
-    # the GPTQ dequantization ops run in forward passes only (no autograd graph: frozen weight)
-    dispatch_s += (
-        gptq_ops * fwd_passes * (LAUNCH_SECONDS_PER_KERNEL if job.compiled else DISPATCH_SECONDS_PER_OP)
-    )
+    dispatch_s += dequant_ops * (LAUNCH_SECONDS_PER_KERNEL if job.compiled else DISPATCH_SECONDS_PER_OP)
 
     node_gpus = n_gpus if gpus_per_node is None else min(n_gpus, gpus_per_node)
     # hybrid shards inside the node only

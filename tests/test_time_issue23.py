@@ -19,6 +19,7 @@ from benchmarks.throughput_accuracy import (
 )
 from finetune import Accelerator, Job, ModelSpec, estimate_time
 from finetune.architecture import linear_params
+from finetune.memory import QUANT_BYTES_PER_PARAM
 from finetune.placement import JobMemory, place_at
 from finetune.time import (
     GPTQ_DEQUANT_BYTES_PER_WEIGHT,
@@ -259,11 +260,69 @@ def test_linear_inputs_count_each_projection_its_own_copy() -> None:
 
 
 def test_gptq_dispatches_its_dequantization_ops_in_forward_passes() -> None:
-    nf4 = Job(method="qlora", quant="nf4", seq_len=128, micro_batch=1)
-    a = step_time(LLAMA_8B, nf4, H100, 1, None, True).dispatch_s
-    b = step_time(LLAMA_8B, replace(nf4, quant="gptq"), H100, 1, None, True).dispatch_s
+    # against LoRA on the same base: bf16-pure, so neither pays PEFT's fp32-adapter operators
+    lora = Job(method="lora", precision="bf16-pure", seq_len=128, micro_batch=1)
+    a = step_time(LLAMA_8B, lora, H100, 1, None, True).dispatch_s
+    b = step_time(LLAMA_8B, replace(lora, method="qlora", quant="gptq"), H100, 1, None, True).dispatch_s
     # 10 ops × 7 linears × 32 layers × (forward + recompute) × 10 µs
     assert b - a == pytest.approx(10 * 7 * 32 * 2 * 10e-6)
+
+
+# --- bitsandbytes NF4: MatMul4Bit rebuilds the bf16 weight in every pass ----------------------
+
+
+def _dispatch(job: Job, model: ModelSpec = LLAMA_8B) -> float:
+    return step_time(model, job, H100, 1, None, True).dispatch_s
+
+
+def test_nf4_dispatches_its_dequantization_in_forward_backward_and_recompute() -> None:
+    lora = Job(method="lora", precision="bf16-pure", seq_len=128, micro_batch=1)
+    nf4_dq = replace(lora, method="qlora", quant="nf4-dq")
+    # 8 operators (nested absmax, then the codes, then .to and .t()) per linear call; 7 linears ×
+    # 32 layers; forward, backward (MatMul4Bit dequantizes again) and the recompute; 10 µs each
+    assert _dispatch(nf4_dq) - _dispatch(lora) == pytest.approx(8 * 7 * 32 * 3 * 10e-6)
+    no_recompute = replace(lora, grad_checkpointing=False)
+    assert _dispatch(replace(no_recompute, method="qlora", quant="nf4-dq")) - _dispatch(
+        no_recompute
+    ) == pytest.approx(8 * 7 * 32 * 2 * 10e-6)
+    # without double quantization there is no nested absmax to rebuild: 4 operators
+    assert _dispatch(nf4_dq) - _dispatch(replace(nf4_dq, quant="nf4")) == pytest.approx(
+        4 * 7 * 32 * 3 * 10e-6
+    )
+
+
+def test_nf4_dequantization_under_compile_pays_the_launch_not_the_dispatch() -> None:
+    lora = Job(method="lora", precision="bf16-pure", seq_len=128, micro_batch=1, compiled=True)
+    qlora = replace(lora, method="qlora")
+    assert _dispatch(qlora) - _dispatch(lora) == pytest.approx(8 * 7 * 32 * 3 * 5e-6)
+
+
+def test_a_quantized_head_is_dequantized_in_forward_and_backward_too() -> None:
+    qlora = Job(method="qlora", precision="bf16-pure", seq_len=128, micro_batch=1)
+    head = replace(qlora, quantize_head=True)
+    plain, quantized = (step_time(LLAMA_8B, j, H100, 1, None, True) for j in (qlora, head))
+    # one more linear call in forward and in backward; the head is outside the recomputed layers
+    assert quantized.dispatch_s - plain.dispatch_s == pytest.approx(8 * 2 * 10e-6)
+    head_params = LLAMA_8B.vocab_size * LLAMA_8B.hidden_size
+    bw = 3350e9 * STREAM_EFFICIENCY
+    rebuild = head_params * (QUANT_BYTES_PER_PARAM["nf4-dq"] + 2.0) * 2 / bw
+    assert quantized.dequant_s - plain.dequant_s == pytest.approx(rebuild)
+
+
+def test_qlora_is_slower_than_lora_at_small_steps_on_fast_gpus() -> None:
+    # at 256-1,024 tokens an 8B step on an H100 or B200 waits on the CPU; NF4 adds operators to
+    # every linear call, so it cannot be faster than LoRA there (it was, before they were counted)
+    for gpu in (H100, B200):
+        for seq in (256, 512, 1024):
+            lora = Job(method="lora", seq_len=seq, micro_batch=1)
+            assert _tps(LLAMA_8B, replace(lora, method="qlora"), gpu) < _tps(LLAMA_8B, lora, gpu)
+
+
+def test_nf4_operators_leave_a_gpu_bound_step_alone() -> None:
+    # 8 × 2,048 tokens of 70B QLoRA on two 4090s: minutes of GPU work per step, milliseconds of CPU
+    job = Job(method="qlora", seq_len=2048, micro_batch=8, sharding="zero3")
+    step = step_time(MODELS["meta-llama/Llama-2-70b-hf"], job, RTX4090, 2, 32e9, False)
+    assert step.dispatch_s < 0.1 * step.compute_s
 
 
 def test_hybrid_optimizer_is_sharded_over_the_node_only() -> None:
