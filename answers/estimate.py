@@ -58,6 +58,7 @@ from finetune.job import Job
 from finetune.memory import MemoryBreakdown
 from finetune.offer import Interconnect, stated_links, tensor_rate
 from finetune.placement import MemoryTable, place_at
+from finetune.tensor_parallel import group_refusal
 from finetune.time import model_flops_per_token
 from warehouse.db import connect, snapshot
 from warehouse.finetune_marts import (
@@ -178,8 +179,11 @@ class OfferRanking:
             pl.col("gpus_used"),
             pl.col("usable_vram_gb").round(1),
         )
+        # a job that cannot be laid on the offer's nodes at all (tensor-parallel groups) has no
+        # memory figure (NaN): its own reason says why
+        laid_out = pl.col("total_gb").is_not_nan()
         reasons = not_priced.select(
-            pl.when(pl.col("fits")).then(pl.col("unpriced_reason")).otherwise(does_not_fit)
+            pl.when(pl.col("fits") | ~laid_out).then(pl.col("unpriced_reason")).otherwise(does_not_fit)
         ).to_series()
         folded = self.marked.filter(~self.marked["on_frontier"])
         columns = [*OFFER_KEY, "gpu_name", "gpus_used"]
@@ -495,6 +499,9 @@ def on_hardware(
 ) -> StatedEstimate:
     """The job on stated hardware, priced by the mart's cost SQL over a one-row offer frame."""
     gpu = find_gpu(hw.gpu, catalog)
+    refusal = group_refusal(fjob.job.tensor_parallel, hw.nodes * hw.gpus_per_node, hw.gpus_per_node)
+    if refusal:
+        raise AnswerError(f"--gpus {hw.gpus_per_node}: {refusal}")
     offer = stated_offer(gpu, hw)
     offers = pl.DataFrame([offer], schema=OFFER_SCHEMA)
     memory = MemoryTable()

@@ -111,9 +111,15 @@ class Job:
     optimizer_impl: OptimizerImpl = "foreach"
     # gradient-norm clipping before the update (HF Trainer max_grad_norm=1.0, torchtitan max_norm=1.0)
     grad_clip: bool = True
-    # Tensor / pipeline parallel degrees. The memory and time models are data-parallel only
-    # (ZeRO/FSDP sharding); anything above 1 is refused by them with `OutsideModelError`.
+    # Tensor-parallel degree: a group of this many GPUs in one node splits every layer, with
+    # sequence parallelism (`finetune.tensor_parallel`); data parallelism (`sharding`) runs over
+    # the groups. Pipeline parallelism is refused with `OutsideModelError` (`require_data_parallel`).
     tensor_parallel: int = 1
+    # With tensor_parallel > 1: sequence parallelism (Korthikanti et al. 2022) splits the norms,
+    # residual adds and dropout between the TP regions by sequence (torchtitan's default, Megatron
+    # `--sequence-parallel`); False keeps them whole on every GPU of the group (plain Megatron TP,
+    # NeMo AutoModel `sequence_parallel: false`). No effect at tensor_parallel 1.
+    sequence_parallel: bool = True
     pipeline_parallel: int = 1
     # Loading a full (unsharded) state dict into a ZeRO-3/FSDP model by gathering every parameter
     # on each GPU (FSDP1's summon_full_params path): "caused all parameters to be gathered into
@@ -313,22 +319,24 @@ class Job:
 
 
 class OutsideModelError(ValueError):
-    """The job asks for something the data-parallel memory/time model does not describe."""
+    """The job asks for something the memory/time model does not describe."""
 
 
 def require_data_parallel(job: Job) -> None:
-    """Refuse tensor / pipeline parallel jobs with one line that says what to do instead.
+    """Refuse pipeline-parallel jobs with one line that says what to do instead.
 
-    Tensor parallelism splits every matmul and adds two all-reduces of the activations per layer;
-    pipeline parallelism adds a bubble of (p−1)/m of the step (Narayanan et al. 2021,
-    arXiv:2104.04473, §2.2) and keeps m micro-batches of activations in flight. Neither is in
-    this model, so its figures would be wrong rather than approximate.
+    Pipeline parallelism adds a bubble of (p−1)/m of the step (Narayanan et al. 2021,
+    arXiv:2104.04473, §2.2) and keeps m micro-batches of activations in flight; it is not in this
+    model, so its figures would be wrong rather than approximate. Tensor parallelism (with
+    sequence parallelism) is: `finetune.tensor_parallel`, which also refuses what it cannot
+    describe once the model and the GPUs are known.
     """
-    if job.tensor_parallel > 1 or job.pipeline_parallel > 1:
+    if job.pipeline_parallel > 1:
         raise OutsideModelError(
-            f"tensor_parallel={job.tensor_parallel}, pipeline_parallel={job.pipeline_parallel}: the "
-            "model covers data parallelism only (none / zero2 / zero3 = DDP, ZeRO-2, ZeRO-3/FSDP); "
-            "estimate the same job with sharding='zero3' over the same GPUs instead"
+            f"pipeline_parallel={job.pipeline_parallel}: the model covers data parallelism (none / "
+            "zero2 / zero3 = DDP, ZeRO-2, ZeRO-3/FSDP) and tensor parallelism inside a node; "
+            "estimate the same job with sharding='zero3' (and tensor_parallel if you need it) "
+            "over the same GPUs instead"
         )
 
 

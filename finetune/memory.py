@@ -26,7 +26,7 @@ adds the CUDA context (what nvidia-smi shows). Fit decisions use `total_gb`, the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from finetune.architecture import (
@@ -46,6 +46,7 @@ from finetune.job import (
     Sharding,
     require_data_parallel,
 )
+from finetune.tensor_parallel import rank_model, require_tensor_parallel, tensor_parallel_refusal
 
 GB = 1e9
 
@@ -623,9 +624,13 @@ def attention_impl(model: ModelSpec, job: Job) -> str:
 
 
 def require_expressible(model: ModelSpec, job: Job) -> None:
-    """Refuse a job that `model`'s own attention cannot run as stated, with one line saying what
-    to ask instead. `Job` checks what it can see alone (packed documents need a fused varlen
-    kernel, flash or native); whether the model forces eager attention it cannot see."""
+    """Refuse a job that `model` cannot run as stated, with one line saying what to ask instead.
+    `Job` checks what it can see alone (packed documents need a fused varlen kernel, flash or
+    native); whether the model forces eager attention, or whether its heads and MLP split t ways
+    under tensor parallelism (`finetune.tensor_parallel.tensor_parallel_refusal`), it cannot see."""
+    refusal = tensor_parallel_refusal(model, job)
+    if refusal:
+        raise OutsideModelError(refusal)
     if job.doc_len is not None and attention_impl(model, job) == "eager":
         raise OutsideModelError(
             f"doc_len with {model.model_id} on the plain stack: transformers runs its soft-capped "
@@ -858,26 +863,38 @@ def _optimizer_temporaries(model: ModelSpec, job: Job, n_gpus: int) -> float:
 
 
 def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdown:
-    """Peak memory per GPU in GB for `job` data-parallel over `n_gpus` (sharded per job.sharding)."""
+    """Peak memory per GPU in GB for `job` on `n_gpus`: data-parallel (sharded per job.sharding)
+    over its tensor-parallel groups of `job.tensor_parallel` GPUs."""
     if n_gpus < 1:
         raise ValueError(f"n_gpus must be ≥ 1, got {n_gpus}")
     require_data_parallel(job)
     require_expressible(model, job)
-    states = model_states(model, job, n_gpus)
-    acts, logits = step_transient_bytes(model, job)
+    require_tensor_parallel(model, job, n_gpus)
+    # Tensor parallelism (`finetune.tensor_parallel`): each GPU holds its TP rank's slice of the
+    # model, sharded by `job.sharding` over the n/t data-parallel groups, and of the logits (a
+    # vocab-parallel loss); with sequence parallelism 1/t of every activation, without it the
+    # slice's own (the norm regions whole on every GPU of the group)
+    tp = job.tensor_parallel
+    held, job = rank_model(model, tp), replace(job, tensor_parallel=1)
+    n_gpus //= tp
+    states = model_states(held, job, n_gpus)
+    if job.sequence_parallel:
+        acts, logits = (b / tp for b in step_transient_bytes(model, job))
+    else:
+        acts, logits = step_transient_bytes(held, job)
     fragmentation = ALLOCATOR_FRAGMENTATION * (acts + logits)
     context = CUDA_CONTEXT_GB * GB
-    casts = autocast_cast_bytes(model, job)
+    casts = autocast_cast_bytes(held, job)
     step_allocated = states.total + acts + logits + casts
-    optimizer_allocated = states.total + _optimizer_temporaries(model, job, n_gpus)
+    optimizer_allocated = states.total + _optimizer_temporaries(held, job, n_gpus)
     # load: the weights as stored (bitsandbytes quantizes one linear at a time on load: the
     # dequantization buffer in the weights covers it); FSDP materializes one decoder unit in bf16
     # before sharding it
     sharded_load = job.sharding == "zero3" and n_gpus > 1
-    unit_on_load = 2.0 * layer_params(model) if sharded_load else 0.0
+    unit_on_load = 2.0 * layer_params(held) if sharded_load else 0.0
     if sharded_load and job.full_state_dict_load:
         # every parameter gathered on each GPU at once, in bf16, next to the GPU's own shard
-        unit_on_load = 2.0 * model.params
+        unit_on_load = 2.0 * held.params
     load_allocated = states.weights + unit_on_load
     phases = {
         "load": load_allocated + context,

@@ -12,6 +12,8 @@
   (`place_at(..., sharding="hybrid")`): its memory is ZeRO-3's over one node's GPUs.
 * A placement that does not fit reports the configuration that came closest (smallest per-GPU need).
 * Multi-node without a fast fabric (< FAST_FABRIC_GBPS, or unknown) is flagged and not priced.
+* A tensor-parallel job (`Job.tensor_parallel` = t) needs nodes of a multiple of t GPUs: its groups
+  stay inside a node's links. Elsewhere it cannot be placed, and the placement says why.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from finetune.architecture import ModelSpec
 from finetune.job import FinetuneJob, Job, Sharding
 from finetune.memory import MemoryBreakdown, memory_per_gpu
+from finetune.tensor_parallel import group_refusal
 from finetune.time import FAST_FABRIC_GBPS, Accelerator, estimate_time, matmul_share
 
 SHARDINGS: tuple[Sharding, ...] = ("none", "zero2", "zero3")
@@ -206,11 +209,25 @@ class Placement:
     gpus_per_node: int
     total_gb: float
     usable_vram_gb: float
+    # why the job cannot be laid on these nodes at all (tensor-parallel groups that do not divide
+    # a node's GPUs); total_gb is then NaN: no memory was computed
+    refusal: str | None = None
+
+
+def _group_refusal(memory: JobMemory, gpus_per_node: int, nodes: int, usable: float) -> Placement | None:
+    """A placement that cannot be, when the job's tensor-parallel groups do not fit these nodes."""
+    refusal = group_refusal(memory.variants[0][1].tensor_parallel, nodes * gpus_per_node, gpus_per_node)
+    if refusal is None:
+        return None
+    return Placement(False, 0, nodes, gpus_per_node, math.nan, usable, refusal)
 
 
 def place(memory: JobMemory, gpus_per_node: int, vram_gb: float, max_nodes: int) -> Placement:
     """Fewest nodes that fit, then the lightest sharding at that node count."""
     usable = vram_gb * USABLE_VRAM_FRACTION
+    refused = _group_refusal(memory, gpus_per_node, 1, usable)
+    if refused is not None:
+        return refused
     best: tuple[int, int] | None = None
     closest: tuple[float, int, int] | None = None
     for variant, (sharding, _) in enumerate(memory.variants):
@@ -244,6 +261,9 @@ def place_at(
     """
     usable = vram_gb * USABLE_VRAM_FRACTION
     n = nodes * gpus_per_node
+    refused = _group_refusal(memory, gpus_per_node, nodes, usable)
+    if refused is not None:
+        return refused
     if sharding == "hybrid":
         hybrid = memory.hybrid_variant()
         allowed = [] if hybrid is None else [hybrid]
@@ -288,6 +308,8 @@ def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobM
         "fabric_warning": _fabric_warning(nodes, hw.inter_node_gbits_per_s),
     }
     unknown_time: dict[str, Any] = {"estimated_hours": None, "compute_hours": None, "comm_hours": None}
+    if placement.refusal is not None:
+        return Plan(**fields, **unknown_time, unpriced_reason=placement.refusal)
     if not placement.fits:
         reason = (
             f"does not fit: needs {placement.total_gb:.1f} GB per GPU even with {sharding} over "

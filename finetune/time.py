@@ -59,12 +59,17 @@ so the launch floor only shows when the GPU work is shorter):
   Host-staged traffic (no P2P) also shares the node's host memory bandwidth between its GPUs;
 * hybrid sharding (HSDP): ZeRO-3 over the GPUs of one node on the in-node link, then each GPU's
   gradient shard all-reduced with its replicas in the other nodes over its share of the network,
-  after the in-node reduce-scatter on the same stream (`network_s`).
+  after the in-node reduce-scatter on the same stream (`network_s`);
+* tensor parallelism with sequence parallelism (`finetune.tensor_parallel`): each GPU computes
+  its TP rank's slice of every layer (t times fewer heads and intermediate columns; the norms on
+  1/t of the tokens under sequence parallelism), data parallelism runs over the n/t groups, and
+  the group's collectives on the activations cross the node's links on the critical path
+  (`tensor_parallel_s`).
 
 Gradient checkpointing recomputes the decoder layers' forward (the head is outside them): all of
 it under the `full` policy; under torchtitan's `selective` per-op policy the even-numbered matmuls
 of each layer and its elementwise work, but not the attention core (its output is saved).
-Tensor / pipeline parallel jobs are refused (`require_data_parallel`).
+Pipeline-parallel jobs are refused (`require_data_parallel`).
 
 Throughput counts real tokens: T × padding_efficiency per micro-step.
 """
@@ -99,6 +104,8 @@ from finetune.memory import (
     trainable_params,
     trains_head,
 )
+from finetune.tensor_parallel import comm_bytes_per_micro_step as tp_comm_bytes_per_micro_step
+from finetune.tensor_parallel import rank_model, require_tensor_parallel
 
 # --- Constants. Each is a physical quantity with its source; none is fitted to a measured row. ---
 
@@ -397,6 +404,8 @@ class StepTime:
 
     # hybrid sharding: the gradient all-reduce across nodes (on top of the in-node comm_s)
     network_s: float = 0.0
+    # tensor parallelism: the TP group's collectives, on the critical path (nothing overlaps them)
+    tensor_parallel_s: float = 0.0
 
     @property
     def compute_s(self) -> float:
@@ -416,8 +425,8 @@ class StepTime:
         # same stream, one after the other
         comm = self.comm_s + self.network_s
         if self.overlapped:
-            return max(self.compute_s, comm) + self.exposed_comm_s
-        return self.compute_s + comm
+            return max(self.compute_s, comm) + self.exposed_comm_s + self.tensor_parallel_s
+        return self.compute_s + comm + self.tensor_parallel_s
 
 
 @dataclass(frozen=True)
@@ -636,7 +645,7 @@ def model_flops_per_token(model: ModelSpec, job: Job) -> float:
 # --- memory traffic ------------------------------------------------------------------------------
 
 
-def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
+def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int = 1) -> float:
     """Forward bytes read + written per token by one layer's non-matmul ops (bf16, eager HF).
 
     * RMSNorm (LlamaRMSNorm: upcast to fp32, square, mean, rsqrt·x, downcast, ·weight): 36h each, ×2;
@@ -656,6 +665,9 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
     (6I); an adapter's scale-and-add reads B's and the frozen output and writes the sum (6·d_out),
     and dropout draws its mask in the kernel and writes only the dropped copy (2·d_in). The
     attention layout copies are counted as eager (the projections read them as matmul inputs).
+
+    Under sequence parallelism (`sequence_split` = the tensor-parallel degree) each GPU runs the
+    norms and residual adds on its 1/t of the tokens: that term is divided by it.
     """
     h, inter = model.hidden_size, model.intermediate_size
     q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
@@ -678,7 +690,7 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
         rotary = 14 * (q + kv)
         act = experts * (10 if model.gated_mlp else 4) * inter
         adapter_out, dropout_in = 10, 5
-    total = float(norms_and_residuals + rotary + layout + act)
+    total = float(norms_and_residuals / sequence_split + rotary + layout + act)
     for d_in, d_out in adapted_linears(model, job):
         total += 2 * d_in + adapter_out * d_out + (dropout_in * d_in if job.dropout > 0 else 0)
     return total
@@ -881,14 +893,30 @@ def step_time(
     overlapped: bool,
     gpus_per_node: int | None = None,
     network_bytes_per_s: float | None = None,
+    tp_link_bytes_per_s: float | None = None,
 ) -> StepTime:
     """Seconds of one micro-step on one GPU (see the module docstring for each term).
 
     Under hybrid sharding across nodes `link_bytes_per_s` is the in-node link the shards are
-    gathered over and `network_bytes_per_s` each GPU's share of the node's network.
+    gathered over and `network_bytes_per_s` each GPU's share of the node's network. A
+    tensor-parallel job (`job.tensor_parallel` > 1) is `n_gpus` / t groups of t GPUs: each GPU
+    computes its TP rank's slice (`finetune.tensor_parallel.rank_model`), with the norms on 1/t of
+    the tokens under sequence parallelism, data parallelism runs over the groups, and the group's
+    collectives cross `tp_link_bytes_per_s` (the in-node link), unoverlapped.
     """
     require_data_parallel(job)
     require_expressible(model, job)
+    require_tensor_parallel(model, job, n_gpus, gpus_per_node)
+    tp = job.tensor_parallel
+    sequence_split = tp if job.sequence_parallel else 1
+    tensor_parallel_s = 0.0
+    if tp > 1:
+        tp_bytes = tp_comm_bytes_per_micro_step(model, job)
+        tp_link = (tp_link_bytes_per_s or 0.0) * COMM_EFFICIENCY
+        tensor_parallel_s = tp_bytes / tp_link if tp_link > 0 else math.inf
+        model, job = rank_model(model, tp), replace(job, tensor_parallel=1)
+        n_gpus //= tp
+        gpus_per_node = None if gpus_per_node is None else gpus_per_node // tp
     tokens = job.seq_len * job.micro_batch
     peak = gpu.tflops * 1e12
     bw = gpu.bandwidth_bytes_per_s * STREAM_EFFICIENCY
@@ -914,7 +942,8 @@ def step_time(
         attention_s += 42.0 * scores / bw
 
     fwd_passes = 1 + (1 if job.grad_checkpointing else 0)
-    per_token = _elementwise_bytes_per_token(model, job) + _autocast_elementwise_bytes_per_token(model, job)
+    per_token = _elementwise_bytes_per_token(model, job, sequence_split=sequence_split)
+    per_token += _autocast_elementwise_bytes_per_token(model, job)
     elementwise = per_token * model.layers * tokens
     elementwise *= fwd_passes + ELEMENTWISE_BACKWARD_RATIO
     elementwise += (
@@ -1016,6 +1045,7 @@ def step_time(
         loss_s=loss_s,
         exposed_comm_s=exposed_comm_s,
         network_s=network_s,
+        tensor_parallel_s=tensor_parallel_s,
     )
 
 
@@ -1168,13 +1198,21 @@ def estimate_time(
         link, overlapped = link_bytes_per_s(
             gpu, n_gpus, gpus_per_node, intra_node_gbits_per_s, inter_node_gbits_per_s
         )
-    step = step_time(model, job, gpu, n_gpus, link, overlapped, gpus_per_node, network)
+    tp_link = None
+    if job.tensor_parallel > 1:
+        # a TP group's collectives stay on its node's links, which all of the node's GPUs use at once
+        tp_link, _ = link_bytes_per_s(gpu, gpus_per_node, gpus_per_node, intra_node_gbits_per_s, None)
+    step = step_time(
+        model, job, gpu, n_gpus, link, overlapped, gpus_per_node, network, tp_link_bytes_per_s=tp_link
+    )
     warning: str | None = None
-    if math.isinf(step.comm_s) or math.isinf(step.network_s):
+    if math.isinf(step.comm_s) or math.isinf(step.network_s) or math.isinf(step.tensor_parallel_s):
         warning = "no interconnect bandwidth known for a " + (
             "multi-node job" if multi_node else "multi-GPU job"
         )
-    real_tokens_per_step = job.seq_len * job.micro_batch * job.padding_efficiency * n_gpus
+    # each tensor-parallel group of t GPUs trains on one micro-batch
+    data_parallel = n_gpus // job.tensor_parallel
+    real_tokens_per_step = job.seq_len * job.micro_batch * job.padding_efficiency * data_parallel
     steps = tokens / real_tokens_per_step
     slow_fabric = multi_node and (inter_node_gbits_per_s or 0.0) < FAST_FABRIC_GBPS
     if slow_fabric and warning is None:
@@ -1189,7 +1227,7 @@ def estimate_time(
     return TimeEstimate(
         hours=seconds / 3600,
         compute_hours=steps * step.compute_s / 3600,
-        comm_hours=steps * (step.comm_s + step.network_s) / 3600,
+        comm_hours=steps * (step.comm_s + step.network_s + step.tensor_parallel_s) / 3600,
         utilization=mfu,
         nodes=nodes,
         multi_node=multi_node,

@@ -47,6 +47,7 @@ from answers import AnswerError
 from finetune import FinetuneJob, Job, ModelSpec, Sharding
 from finetune.job import PaddedShape
 from finetune.offer import Interconnect, has_p2p
+from finetune.tensor_parallel import group_refusal
 from flows.cli_prices import (
     FILTERS,
     GPU_ONLY_MARK,
@@ -122,7 +123,11 @@ def _shape_text(job: Job, shape: PaddedShape | None) -> str:
 
 
 def _sharding_text(job: Job) -> str:
-    return f"{job.sharding} ({job.zero3_impl})" if job.sharding == "zero3" else job.sharding
+    text = f"{job.sharding} ({job.zero3_impl})" if job.sharding == "zero3" else job.sharding
+    if job.tensor_parallel > 1:
+        # data parallelism runs over the tensor-parallel groups
+        text += f" over tensor-parallel groups of {job.tensor_parallel}"
+    return text
 
 
 def json_ready(payload: Any) -> Any:
@@ -168,13 +173,16 @@ def memory_ask(job: JobOptions, *, gpus: int, sharding: str, spec: ModelSpec | N
         )
     spec = spec or job.model_spec()
     model_job, shape = job.job(sharding=sharding, model=spec)
+    refusal = group_refusal(model_job.tensor_parallel, gpus, gpus)
+    if refusal:
+        raise _usage(f"--gpus {gpus}: {refusal}")
     return MemoryAsk(spec, model_job, shape, gpus)
 
 
 @with_job_options
 def memory(
     job: JobOptions,
-    gpus: Annotated[int, typer.Option(min=1, help="Data-parallel GPUs.")] = 1,
+    gpus: Annotated[int, typer.Option(min=1, help="GPUs (data-parallel, times --tensor-parallel).")] = 1,
     sharding: Annotated[ShardingChoice, typer.Option(help="ZeRO stage / FSDP.")] = DEFAULT_SHARDING,
     as_json: JsonOpt = False,
 ) -> None:

@@ -248,7 +248,7 @@ def _job(**knobs: Any) -> Job:
         values["optimizer"] = METHOD_OPTIMIZER[values["method"]]
     try:
         job = Job(**values)
-        require_data_parallel(job)  # TP/PP: one line saying what to ask instead
+        require_data_parallel(job)  # PP: one line saying what to ask instead
     except ValueError as exc:  # OutsideModelError is one
         raise _fail(str(exc)) from None
     return job
@@ -388,8 +388,23 @@ CompileOpt = Annotated[
         help="torch.compile on (torchtune compile: True): fused elementwise work, fewer launches.",
     ),
 ]
-ParallelOpt = Annotated[
-    int, typer.Option(min=1, help="Tensor / pipeline parallel degree; above 1 is outside this model.")
+TensorParallelOpt = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Tensor-parallel degree: groups of this many GPUs in one node split every layer "
+        "(Megatron-style, with sequence parallelism); --sharding runs over the groups. lora/full.",
+    ),
+]
+SequenceParallelOpt = Annotated[
+    bool,
+    typer.Option(
+        help="With --tensor-parallel: split the norms and residuals by sequence too (torchtitan, "
+        "Megatron --sequence-parallel); off keeps them whole on every GPU of the group."
+    ),
+]
+PipelineParallelOpt = Annotated[
+    int, typer.Option(min=1, help="Pipeline-parallel degree; above 1 is outside this model.")
 ]
 Zero3ImplChoice = _choices("Zero3ImplChoice", Zero3Impl)
 TrainEmbeddingsChoice = _choices("TrainEmbeddingsChoice", TrainEmbeddings)
@@ -565,6 +580,7 @@ class JobOptions:
     optimizer_impl: str = "foreach"
     full_state_dict_load: bool = False
     tensor_parallel: int = 1
+    sequence_parallel: bool = True
     pipeline_parallel: int = 1
     # --- modelmem (issue 23) ---
     mixed_precision: str = "fsdp"
@@ -673,8 +689,9 @@ JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
     "checkpoint_policy": (PolicyOpt, DEFAULT_POLICY),
     "optimizer_impl": (ImplOpt, DEFAULT_IMPL),
     "full_state_dict_load": (FullLoadOpt, False),
-    "tensor_parallel": (ParallelOpt, 1),
-    "pipeline_parallel": (ParallelOpt, 1),
+    "tensor_parallel": (TensorParallelOpt, 1),
+    "sequence_parallel": (SequenceParallelOpt, True),
+    "pipeline_parallel": (PipelineParallelOpt, 1),
     # --- modelmem (issue 23) ---
     "mixed_precision": (MixedPrecisionOpt, DEFAULT_MIXED_PRECISION),
     "quantize_head": (QuantizeHeadOpt, False),
