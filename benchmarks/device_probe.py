@@ -591,6 +591,8 @@ def probe_rows(report: dict[str, Any], gpu: str) -> list[dict[str, str]]:
                     "non-reentrant gradient checkpointing, HF causal-LM loss, torch AdamW (foreach), "
                     "clip_grad_norm 1.0, LoRA on every linear but the head, dropout 0"
                 ),
+                # one GPU: no tensor parallelism
+                "tensor_parallel": "",
             }
         )
     return rows

@@ -6,7 +6,9 @@
 
 Each row states the model, method, precision, optimizer, sequence length, micro-batch,
 checkpointing, LoRA rank and targets, GPU (a gpus.csv name), GPU count, GPUs per node, the
-intra-node link, inter-node Gb/s, sharding, offload, framework and the measured tokens/s. It is
+intra-node link, inter-node Gb/s, sharding, offload, framework and the measured tokens/s (this
+repository's rows add the tensor-parallel degree; a framework "without sequence parallel" runs
+its tensor parallelism without it). It is
 read into a ModelSpec, a Job and an Accelerator by generic rules (`row_to_case`; `intra_link` is
 nvlink, pcie, or host for PCIe without peer-to-peer, as `estimate --interconnect` says); nothing is
 looked up per row. What the columns leave to the stack is read from the stack's stated defaults:
@@ -104,6 +106,7 @@ FP32_ADAPTER_SOURCES = frozenset({"peft-method-comparison"})
 QV_ONLY = re.compile(r"\bq(?:_proj)?,\s*v(?:_proj)?\b")
 # "packed documents attended apart (mean 446.5 tokens)": the notes' statement that the packer kept
 # each document's attention to itself (FlashAttention varlen), with the mean document length
+NO_SEQUENCE_PARALLEL = re.compile(r"without sequence parallel")
 DOCUMENTS = re.compile(r"packed documents attended apart \(mean ([0-9]+(?:\.[0-9]+)?) tokens\)")
 
 
@@ -284,6 +287,9 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         # a GPTQ-int4 base is named in the framework or notes ("GPTQ", "Int4 GPTQ checkpoint")
         quant="gptq" if "gptq" in f"{framework} {row['notes']}".lower() else "nf4-dq",
         doc_len=float(documents.group(1)) if documents else None,
+        # this repo's rows add a tensor_parallel column (empty: 1); the shared rows have none
+        tensor_parallel=int(row.get("tensor_parallel") or 1),
+        sequence_parallel=NO_SEQUENCE_PARALLEL.search(framework) is None,
     )
     link = row["intra_link"].strip().lower()
     gpu = _accelerator(

@@ -234,3 +234,28 @@ def test_qwen_32b_splits_its_40_heads_and_8_kv_heads_two_ways() -> None:
     assert "attention heads" in (tensor_parallel_refusal(QWEN_32B, replace(job, tensor_parallel=16)) or "")
     assert _time(job, QWEN_32B).tokens_per_s > 0
 
+
+# --- the benchmark reads the rows' tensor-parallel degree ---------------------------------------
+
+
+@pytest.mark.parametrize(("row_id", "sequence_parallel"), [("X46", True), ("X47", False)])
+def test_the_benchmark_reads_the_tensor_parallel_column(row_id: str, sequence_parallel: bool) -> None:
+    from benchmarks.throughput_accuracy import EXTRA_CSV, load_gpus, predict, row_to_case
+    from tests.factories import benchmark_row
+
+    case = row_to_case(benchmark_row(EXTRA_CSV, row_id), MODELS, load_gpus())
+    assert case.job is not None and case.skip_reason is None
+    # NeMo AutoModel's recipes: TP 2 over 8 GPUs, X47's without sequence parallelism ("WITHOUT
+    # sequence parallel" in its framework column)
+    assert (case.job.tensor_parallel, case.job.sequence_parallel) == (2, sequence_parallel)
+    assert case.n_gpus == 8 and math.isfinite(predict(case)) and predict(case) > 0
+
+
+def test_rows_without_the_column_stay_data_parallel() -> None:
+    from benchmarks.throughput_accuracy import EXTRA_CSV, load_gpus, row_to_case
+    from tests.factories import benchmark_row
+
+    # the shared calibration rows have no tensor_parallel column at all
+    row = {k: v for k, v in benchmark_row(EXTRA_CSV, "X35").items() if k != "tensor_parallel"}
+    case = row_to_case(row, MODELS, load_gpus())
+    assert case.job is not None and case.job.tensor_parallel == 1
