@@ -328,8 +328,17 @@ def rank_offers(
 
 def _nothing_priced(rows: pl.DataFrame, max_nodes: int) -> str:
     fitting = rows.filter(rows["fits"])
+    # offers whose nodes cannot hold a tensor-parallel group have no memory figure (NaN)
+    placeable = rows.filter(rows["total_gb"].is_not_nan())
+    if fitting.is_empty() and placeable.is_empty():
+        reason = rows["unpriced_reason"].drop_nulls()
+        return (
+            "no current offer has nodes that can hold this job's tensor-parallel groups"
+            + (f" ({reason[0]})" if len(reason) else "")
+            + "; ask a smaller --tensor-parallel, or offers with more GPUs per node"
+        )
     if fitting.is_empty():
-        closest = rows.sort(["total_gb", "usable_vram_gb"], descending=[False, True]).row(0, named=True)
+        closest = placeable.sort(["total_gb", "usable_vram_gb"], descending=[False, True]).row(0, named=True)
         return (
             f"no current offer can hold this job; the smallest per-GPU need is "
             f"{closest['total_gb']:.1f} GB with {closest['sharding']} over {closest['gpus_used']} "

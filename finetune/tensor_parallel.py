@@ -28,7 +28,12 @@ reduce-scattered into the sequence shards and the final norm's output all-gather
 head: two more each in forward and backward. A ring all-gather or reduce-scatter of a tensor of
 B bytes moves (t−1)/t·B through each GPU's link; without sequence parallelism each pair is one
 all-reduce, which moves the same 2(t−1)/t·B (Korthikanti §4.2.2). They sit on the critical path:
-each matmul waits for its gathered input.
+each matmul waits for its gathered input. Keeping 1/t of the activations means backward gathers a
+column-parallel linear's input again for its weight (or LoRA A) gradient; Korthikanti overlap that
+gather with the input-gradient GEMM, so it is not counted. Async TP (torchtitan's micro-pipelined
+all-gather-matmul, NeMo AutoModel `enable_async_tensor_parallel`) also hides the forward's
+collectives behind the matmuls; it is not modelled, so such runs come out a little slow. Nor is
+DTensor's eager dispatch overhead: the stacks that use it compile.
 """
 
 from __future__ import annotations

@@ -122,6 +122,21 @@ def _shape_text(job: Job, shape: PaddedShape | None) -> str:
     )
 
 
+def _unplaceable_note(rows: pl.DataFrame, job: Job) -> str:
+    """How many offers have nodes a tensor-parallel group does not fit (no memory figure: NaN)."""
+    unplaceable = int(rows["total_gb"].is_nan().sum())
+    if not unplaceable:
+        return ""
+    return (
+        f"{unplaceable} offer(s) have nodes that cannot hold a tensor-parallel group of "
+        f"{job.tensor_parallel} GPUs: left out"
+    )
+
+
+def _tensor_parallel_text(job: Job) -> str:
+    return f" at tensor-parallel {job.tensor_parallel}" if job.tensor_parallel > 1 else ""
+
+
 def _sharding_text(job: Job) -> str:
     text = f"{job.sharding} ({job.zero3_impl})" if job.sharding == "zero3" else job.sharding
     if job.tensor_parallel > 1:
@@ -587,13 +602,15 @@ def _ranking_table(
         padding=(0, 1) if wide else (0, 1, 0, 0),
         show_edge=wide,
         title=(
-            f"{fjob.model_id} {fjob.job.method}, {fjob.train_tokens / 1e6:,.0f}M tokens: "
+            f"{fjob.model_id} {fjob.job.method}{_tensor_parallel_text(fjob.job)}, "
+            f"{fjob.train_tokens / 1e6:,.0f}M tokens: "
             f"{priced.height} priced of {rows.height} {'' if spot else 'on-demand '}offers"
         ),
         caption="\n".join(
             note
             for note in (
                 _folded_note(ranking.folded, show_all),
+                _unplaceable_note(rows, fjob.job),
                 f"{ranking.fitting - priced.height} more fit but are not priced (no bf16 or fp16 TFLOPS, "
                 "or multi-node without fast fabric); see marts.finetune_costs.unpriced_reason"
                 if ranking.fitting > priced.height

@@ -231,3 +231,30 @@ def test_estimate_without_warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_estimate_bad_tokens(home: Path) -> None:
     result = runner.invoke(app, ["estimate", "--model", "Llama-3.1-8B", "--tokens", "lots"])
     assert result.exit_code == 2 and "--tokens" in result.output
+
+
+def test_estimate_with_tensor_parallel_ranks_the_nodes_that_hold_a_group(home: Path) -> None:
+    args = ["estimate", "--model", "Llama-3.1-8B", "--tensor-parallel", "2", "--tokens", "10M"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    # the 8-GPU p5 holds 2-way groups; the two one-GPU offers cannot, and the caption says so
+    assert "at tensor-parallel 2" in result.output and "1 priced of 3 on-demand offers" in result.output
+    assert "2 offer(s) have nodes that cannot hold a tensor-parallel group of 2 GPUs" in result.output
+    # only one-GPU offers left: the answer says why nothing is ranked (not "does not fit in memory")
+    result = runner.invoke(app, [*args, "--offer-gpu", "L4"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "tensor-parallel groups" in result.output and "multiple of 2 GPUs" in result.output
+    assert "smaller --tensor-parallel" in result.output
+
+
+def test_the_ranking_counts_the_offers_a_group_does_not_fit() -> None:
+    import polars as pl
+
+    from finetune import Job
+    from flows.cli_finetune import _tensor_parallel_text, _unplaceable_note
+
+    rows = pl.DataFrame({"total_gb": [float("nan"), 31.5, float("nan")]})
+    job = Job(method="lora", tensor_parallel=4)
+    assert _unplaceable_note(rows, job).startswith("2 offer(s) have nodes that cannot hold")
+    assert _unplaceable_note(pl.DataFrame({"total_gb": [31.5]}), job) == ""
+    assert _tensor_parallel_text(job) == " at tensor-parallel 4" and _tensor_parallel_text(Job()) == ""
