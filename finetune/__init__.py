@@ -9,6 +9,8 @@ No DuckDB, no I/O: `warehouse/` builds its marts from these functions and reads 
 * `memory`: peak memory per GPU by phase (load, step, optimizer), allocated / reserved / device;
 * `time`: a per-step roofline (matmuls, attention, memory traffic, dequantization, dispatch,
   optimizer, communication);
+* `tensor_parallel`: what one GPU of a tensor-parallel group (with sequence parallelism) holds
+  and computes, and what the group's collectives move;
 * `cost`: billing granularity, minimum charges, spot interruptions;
 * `placement`: fewest nodes and lightest sharding that fit given hardware (or exactly the stated
   nodes, `place_at`), and its time;
