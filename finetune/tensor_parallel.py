@@ -10,11 +10,11 @@ cross-entropy). Sequence parallelism (Korthikanti et al. 2022, "Reducing Activat
 Recomputation in Large Transformer Models", arXiv:2205.05198, §4.2.2) splits what lies between
 those regions — norms, residual adds, dropout — by sequence, so every activation a layer keeps
 is 1/t of its size without TP (their §4.2: per layer sbh(10 + 24/t + 5as/(ht)) bytes under
-tensor parallelism alone, sbh/t·(34 + 5as/h) with sequence parallelism). This is the layout torchtitan
-(`parallelize_llama`: SequenceParallel on the norms) and Megatron (`--sequence-parallel`) train
-with, and the default here (`Job.sequence_parallel`). Without it the norm regions stay whole on
-every GPU of the group: each GPU then keeps what its slice of the model keeps, the norms and the
-residual stream at full size.
+tensor parallelism alone, sbh/t·(34 + 5as/h) with sequence parallelism). This is the layout
+torchtitan (`parallelize_llama`: SequenceParallel on the norms) and Megatron
+(`--sequence-parallel`) train with, and the default here (`Job.sequence_parallel`). Without it
+the norm regions stay whole on every GPU of the group: each GPU then keeps what its slice of the
+model keeps, the norms and the residual stream at full size.
 
 One GPU of the group therefore computes what a narrower model computes — t times fewer heads, KV
 heads, intermediate columns and vocabulary rows, the same hidden size — on every token of the
@@ -28,12 +28,13 @@ reduce-scattered into the sequence shards and the final norm's output all-gather
 head: two more each in forward and backward. A ring all-gather or reduce-scatter of a tensor of
 B bytes moves (t−1)/t·B through each GPU's link; without sequence parallelism each pair is one
 all-reduce, which moves the same 2(t−1)/t·B (Korthikanti §4.2.2). They sit on the critical path:
-each matmul waits for its gathered input. Keeping 1/t of the activations means backward gathers a
-column-parallel linear's input again for its weight (or LoRA A) gradient; Korthikanti overlap that
-gather with the input-gradient GEMM, so it is not counted. Async TP (torchtitan's micro-pipelined
-all-gather-matmul, NeMo AutoModel `enable_async_tensor_parallel`) also hides the forward's
-collectives behind the matmuls; it is not modelled, so such runs come out a little slow. Nor is
-DTensor's eager dispatch overhead: the stacks that use it compile.
+each matmul waits for its gathered input (`finetune.time.tensor_parallel_comm_bytes`). Keeping
+1/t of the activations means backward gathers a column-parallel linear's input again for its
+weight (or LoRA A) gradient; Korthikanti overlap that gather with the input-gradient GEMM, so it
+is not counted. Async TP (torchtitan's micro-pipelined all-gather-matmul, NeMo AutoModel
+`enable_async_tensor_parallel`) also hides the forward's collectives behind the matmuls; it is
+not modelled, so such runs come out a little slow. Nor is DTensor's eager dispatch overhead: the
+stacks that use it compile.
 """
 
 from __future__ import annotations
@@ -43,14 +44,6 @@ from dataclasses import asdict
 
 from finetune.architecture import ModelSpec, count_params
 from finetune.job import Job, OutsideModelError
-
-BF16_BYTES = 2.0
-# Collectives per decoder layer and pass (see the module docstring): two all-gathers and two
-# reduce-scatters around attention and the MLP.
-COLLECTIVES_PER_LAYER_PASS = 4
-# Outside the layers: the embedding's reduce-scatter and the head input's all-gather, forward and
-# backward.
-COLLECTIVES_OUTSIDE_LAYERS = 4
 
 
 def require_tensor_parallel(
@@ -123,19 +116,3 @@ def rank_model(model: ModelSpec, t: int) -> ModelSpec:
     params = round(model.params * scale)
     active = round(model.active_params * scale)
     return ModelSpec(**{**asdict(narrow), "params": params, "active_params": active})
-
-
-def comm_bytes_per_micro_step(model: ModelSpec, job: Job) -> float:
-    """Bytes each GPU of the TP group moves per micro-step in the group's collectives (0 at t=1).
-
-    Forward passes: one, plus one recompute under activation checkpointing (either policy: the
-    selective one recomputes matmuls whose gathered inputs it did not keep); backward: one.
-    """
-    t = job.tensor_parallel
-    if t <= 1:
-        return 0.0
-    tokens = job.seq_len * job.micro_batch
-    activation = BF16_BYTES * model.hidden_size * tokens
-    passes = 1 + (1 if job.grad_checkpointing else 0) + 1
-    collectives = COLLECTIVES_PER_LAYER_PASS * model.layers * passes + COLLECTIVES_OUTSIDE_LAYERS
-    return (t - 1) / t * activation * collectives

@@ -89,6 +89,7 @@ from finetune.architecture import (
 )
 from finetune.job import Job, require_data_parallel
 from finetune.memory import (
+    BF16_BYTES,
     GB,
     OPTIMIZER_STATE_BYTES,
     _copy_bytes_per_param,
@@ -104,7 +105,6 @@ from finetune.memory import (
     trainable_params,
     trains_head,
 )
-from finetune.tensor_parallel import comm_bytes_per_micro_step as tp_comm_bytes_per_micro_step
 from finetune.tensor_parallel import rank_model, require_tensor_parallel
 
 # --- Constants. Each is a physical quantity with its source; none is fitted to a measured row. ---
@@ -328,6 +328,11 @@ FALLBACK_FLOPS_PER_BYTE = 989e12 / 3350e9
 # FusedLinearCrossEntropy, Cut-Cross-Entropy): each block of logits is written once in bf16 (2),
 # read twice (online softmax, then the in-place gradient, 4) and the gradient written (2) = 8.
 LOSS_BYTES_PER_LOGIT: dict[str, float] = {"standard": 38.0, "chunked": 38.0, "fused": 8.0}
+# Tensor-parallel collectives (`finetune.tensor_parallel`, Korthikanti et al. 2022 §4.2.2): per
+# decoder layer and pass two all-gathers and two reduce-scatters around attention and the MLP; outside
+# the layers the embedding's reduce-scatter and the head input's all-gather, forward and backward.
+TP_COLLECTIVES_PER_LAYER_PASS = 4
+TP_COLLECTIVES_OUTSIDE_LAYERS = 4
 # Gemma 2's final soft-cap (tanh(x/30)·30) adds a forward and a backward elementwise pass over
 # the fp32 logits: read 4 write 4, each way.
 SOFTCAP_BYTES_PER_LOGIT = 16.0
@@ -867,6 +872,22 @@ def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float
     return ring * per_optimizer_step / job.grad_accumulation
 
 
+def tensor_parallel_comm_bytes(model: ModelSpec, job: Job) -> float:
+    """Bytes each GPU of a tensor-parallel group moves per micro-step in the group's collectives on
+    the b·s·h bf16 activations, ring factor (t−1)/t included (0 at t=1).
+
+    Forward passes: one, plus one recompute under activation checkpointing (either policy: the
+    selective one recomputes matmuls whose gathered inputs it did not keep); backward: one.
+    """
+    t = job.tensor_parallel
+    if t <= 1:
+        return 0.0
+    activation = BF16_BYTES * model.hidden_size * job.seq_len * job.micro_batch
+    passes = 1 + (1 if job.grad_checkpointing else 0) + 1
+    collectives = TP_COLLECTIVES_PER_LAYER_PASS * model.layers * passes + TP_COLLECTIVES_OUTSIDE_LAYERS
+    return (t - 1) / t * activation * collectives
+
+
 def _network_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int, gpus_per_node: int) -> float:
     """Hybrid sharding across nodes: bytes each GPU all-reduces over the network per micro-step.
 
@@ -911,7 +932,7 @@ def step_time(
     sequence_split = tp if job.sequence_parallel else 1
     tensor_parallel_s = 0.0
     if tp > 1:
-        tp_bytes = tp_comm_bytes_per_micro_step(model, job)
+        tp_bytes = tensor_parallel_comm_bytes(model, job)
         tp_link = (tp_link_bytes_per_s or 0.0) * COMM_EFFICIENCY
         tensor_parallel_s = tp_bytes / tp_link if tp_link > 0 else math.inf
         model, job = rank_model(model, tp), replace(job, tensor_parallel=1)

@@ -9,16 +9,11 @@ from dataclasses import replace
 import pytest
 
 from finetune import FinetuneJob, Job, OutsideModelError, count_params, estimate_time, memory_per_gpu
-from finetune.memory import step_transient_bytes
+from finetune.memory import BF16_BYTES, step_transient_bytes
 from finetune.placement import Hardware, MemoryTable, place, place_at, plan_job
-from finetune.tensor_parallel import (
-    BF16_BYTES,
-    comm_bytes_per_micro_step,
-    group_refusal,
-    rank_model,
-    tensor_parallel_refusal,
-)
+from finetune.tensor_parallel import group_refusal, rank_model, tensor_parallel_refusal
 from finetune.time import COMM_EFFICIENCY, step_time
+from finetune.time import tensor_parallel_comm_bytes as comm_bytes_per_micro_step
 from tests.factories import H100, RTX4090
 from warehouse.seed_models import load_models
 
