@@ -16,8 +16,10 @@ Sharding = Literal["none", "zero2", "zero3", "hybrid"]
 # flash: FlashAttention-2-class kernels (the flash-attn 2 package, PyTorch SDPA's flash backend);
 # native: the generation's own fused attention, where it has one beyond FA2 (FlashAttention-3 or
 # cuDNN / TransformerEngine fused attention on Hopper, FlashAttention-4 or cuDNN on Blackwell; on
-# Ampere and Ada it is FA2-class); eager: unfused softmax(QKᵀ)V with the s×s scores in memory.
-Attention = Literal["flash", "native", "eager"]
+# Ampere and Ada it is FA2-class); flash1: FlashAttention-1-class kernels (flash-attn 1.x, its
+# Triton port, PyTorch SDPA's flash backend before torch 2.2); eager: unfused softmax(QKᵀ)V with
+# the s×s scores in memory.
+Attention = Literal["flash", "native", "flash1", "eager"]
 # --- modeltime (issue 23): the kernel stack a job runs on.
 # plain: what transformers + PEFT run unless asked otherwise: attention through SDPA
 # (attn_implementation defaults to "sdpa"), HF's eager RMSNorm / rotary / SwiGLU / PEFT LoRA ops
@@ -217,7 +219,7 @@ class Job:
             )
         if self.attention_kernel == "eager":
             raise ValueError(
-                "doc_len needs a fused varlen attention kernel (attention='flash' or 'native'): "
+                "doc_len needs a fused varlen attention kernel (attention='flash', 'native' or 'flash1'): "
                 "eager attention cannot keep packed documents apart without a full s×s mask"
             )
 

@@ -17,8 +17,9 @@ so the launch floor only shows when the GPU work is shorter):
   wave quantization (`tile_efficiency`);
 * attention core: FlashAttention's causal kernels skip the masked half of the s² blocks; backward
   is 2.5× forward (FlashAttention-2, Dao 2023, §3.2: five matmuls against two); at the kernel
-  efficiency of the GPU generation, FA2-class (ATTENTION_EFFICIENCY) or the generation's own
-  kernel (`Job.attention` "native": NATIVE_ATTENTION_EFFICIENCY); eager attention computes and
+  efficiency of the GPU generation, FA2-class (ATTENTION_EFFICIENCY), the generation's own
+  kernel (`Job.attention` "native": NATIVE_ATTENTION_EFFICIENCY) or FA1-class ("flash1": FA2's
+  figure over FA2_SPEEDUP_OVER_FA1); eager attention computes and
   stores the full s² scores;
 * elementwise work (norms, rotary, activations, residuals, LoRA adapters, dropout): bytes at
   memory bandwidth (`_elementwise_bytes_per_token` lists them; a compiled job, `Job.compiled`,
@@ -196,6 +197,14 @@ NATIVE_ATTENTION_EFFICIENCY: dict[str, float] = {
     "Blackwell": 0.56,
     "Blackwell Ultra": 0.56,
 }
+# FlashAttention-1-class kernels (`Job.attention` "flash1": flash-attn 1.x, its Triton port that
+# llm-foundry's `attn_impl: triton` runs, PyTorch SDPA's flash backend before torch 2.2) run at the
+# FA2 figure over FA2's speed-up on them: "around 2× speedup compared to FlashAttention" (Dao 2023,
+# arXiv:2307.08691, abstract). On Ampere that is 0.30 of peak, inside the abstract's own range for
+# FlashAttention, "only 25-40% of the theoretical maximum FLOPs/s". Both skip the causal mask's
+# upper blocks as FA2 does (flash_attn_triton.py: `end_n = … tl.minimum((start_m + 1) * BLOCK_M,
+# seqlen_k)` when IS_CAUSAL) and keep no s² scores, so only the rate differs.
+FA2_SPEEDUP_OVER_FA1 = 2.0
 # FlashAttention-2 backward = 2.5 × forward FLOPs (5 matmuls vs 2; Dao 2023 §3.2).
 ATTENTION_BACKWARD_RATIO = 2.5
 # Causal masking: FlashAttention skips the blocks above the diagonal, half of s² (Dao 2023 §3.1).
@@ -383,11 +392,14 @@ class Accelerator:
 
     def attention_efficiency(self, kernel: str = "flash") -> float:
         """Share of `tflops` the attention `kernel` reaches: FlashAttention-2's class on this
-        generation, or for "native" the generation's own kernel where it has one beyond FA2.
-        Eager attention's matmuls run at FA2's rate too; its score traffic is priced apart."""
+        generation, for "native" the generation's own kernel where it has one beyond FA2, for
+        "flash1" FlashAttention-1's class (FA2's figure over FA2_SPEEDUP_OVER_FA1). Eager
+        attention's matmuls run at FA2's rate too; its score traffic is priced apart."""
         flash = ATTENTION_EFFICIENCY.get(self.architecture or "", ATTENTION_EFFICIENCY_DEFAULT)
         if kernel == "native":
             return NATIVE_ATTENTION_EFFICIENCY.get(self.architecture or "", flash)
+        if kernel == "flash1":
+            return flash / FA2_SPEEDUP_OVER_FA1
         return flash
 
 

@@ -348,7 +348,9 @@ AttentionOpt = Annotated[
         help="flash: FlashAttention-2-class (flash-attn 2, SDPA's flash backend); native: the GPU's "
         "own fused kernel (FlashAttention-3, cuDNN or TransformerEngine on Hopper, FlashAttention-4 "
         "or cuDNN on datacenter Blackwell; FA2-class elsewhere), also what PyTorch SDPA picks on "
-        "H100/H200/B200 from torch 2.11 (its cuDNN newer than 9.15.0); eager: unfused."
+        "H100/H200/B200 from torch 2.11 (its cuDNN newer than 9.15.0); flash1: FlashAttention-1-class "
+        "(flash-attn 1.x, its Triton port, SDPA's flash backend before torch 2.2), half FA2's rate; "
+        "eager: unfused."
     ),
 ]
 RankOpt = Annotated[int, typer.Option(min=1, help="LoRA rank.")]

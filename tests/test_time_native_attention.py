@@ -154,7 +154,7 @@ def test_the_fused_stack_keeps_native_attention_and_never_runs_eager() -> None:
 
 def test_packed_documents_run_on_native_attention_and_not_on_eager() -> None:
     assert Job(seq_len=8192, doc_len=500.0, attention="native").doc_len == 500.0
-    with pytest.raises(ValueError, match="attention='flash' or 'native'"):
+    with pytest.raises(ValueError, match="attention='flash', 'native' or 'flash1'"):
         Job(seq_len=8192, doc_len=500.0, attention="eager")
 
 
