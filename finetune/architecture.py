@@ -50,6 +50,24 @@ PARALLEL_BLOCK_MODEL_TYPES: frozenset[str] = frozenset({"phi", "gptj", "codegen"
 # 0.5·x·(1 + tanh(…))): autograd keeps the tanh output, 0.5·x and 1 + tanh, three I-sized
 # tensors a fused activation (nn.GELU, F.silu) does not keep.
 TANH_GELU_OPS_ACTIVATIONS: frozenset[str] = frozenset({"gelu_new", "gelu_fast"})
+# model_type → no rotary embedding on q and k: the position enters as a learned table added to the
+# token embeddings, or as a bias on the attention scores, from each family's transformers modeling
+# file. Every other family rotates q and k (Llama and its descendants, GPT-J, CodeGen, GPT-NeoX,
+# Phi's partial rotary, Persimmon, StarCoder2, Falcon unless its config says alibi).
+ROTARY_FREE_MODEL_TYPES: frozenset[str] = frozenset(
+    {
+        "mpt",  # ALiBi (MptAttention's position_bias); llm-foundry's own MPT may learn a table instead
+        "gpt2",  # learned wpe
+        "gpt_bigcode",  # learned wpe
+        "gpt_neo",  # learned wpe
+        "opt",  # OPTLearnedPositionalEmbedding
+        "biogpt",  # BioGptLearnedPositionalEmbedding
+        "bloom",  # ALiBi (build_alibi_tensor)
+        "t5",  # relative position bias (T5Attention.relative_attention_bias)
+        "mt5",
+        "umt5",
+    }
+)
 # Seeded models of those families (the seed has no architecture-kind columns): id → (layer norm,
 # parallel block, tanh-GELU ops), from each config.json (phi: model_type "phi", hidden_act
 # "gelu_new"; falcon-7b: "parallel_attn": true, "new_decoder_architecture": false, nn.GELU).
@@ -95,6 +113,8 @@ class ModelSpec:
     parallel_block: bool = False
     # the MLP's GELU is the tanh approximation written in torch ops (gelu_new)
     tanh_gelu_ops: bool = False
+    # q and k are rotated (RoPE); False for families that add learned positions or bias the scores
+    rotary: bool = True
 
     def __post_init__(self) -> None:
         for name in (
@@ -219,7 +239,7 @@ def _seeded_block_kind(model_id: str) -> dict[str, bool]:
 
 
 def block_kind(config: Mapping[str, object]) -> dict[str, bool]:
-    """layer_norm / parallel_block / tanh_gelu_ops of a config.json (see the tables above)."""
+    """layer_norm / parallel_block / tanh_gelu_ops / rotary of a config.json (see the tables above)."""
     model_type = str(config.get("model_type", "")).lower()
     parallel = model_type in PARALLEL_BLOCK_MODEL_TYPES or (
         model_type == "falcon"
@@ -231,6 +251,9 @@ def block_kind(config: Mapping[str, object]) -> dict[str, bool]:
         "layer_norm": model_type in LAYER_NORM_MODEL_TYPES,
         "parallel_block": parallel,
         "tanh_gelu_ops": act in TANH_GELU_OPS_ACTIVATIONS,
+        # Falcon-RW and Falcon's own `alibi` option bias the scores instead of rotating
+        "rotary": model_type not in ROTARY_FREE_MODEL_TYPES
+        and not (model_type == "falcon" and bool(config.get("alibi"))),
     }
 
 

@@ -222,6 +222,11 @@ DISPATCH_SECONDS_PER_OP = 10e-6
 # linears, rotary ≈ 10, SDPA + reshapes ≈ 6, MLP 3 linears + 2, two residual adds), counted from
 # LlamaDecoderLayer.forward; each LoRA-adapted linear adds dropout, A, B, scale and add (5).
 OPS_PER_LAYER_FORWARD = 40
+# Of those, what other block kinds do not dispatch (`_eager_ops_per_layer_forward`): an RMSNorm's
+# 6 ops against F.layer_norm's one native op, and the rotary's ≈ 10.
+RMS_NORM_OPS = 6
+LAYER_NORM_OPS = 1
+ROTARY_OPS = 10
 OPS_PER_ADAPTER = 5
 # Autograd dispatches about as many backward ops as forward ones, plus the accumulate steps: 1.5×.
 BACKWARD_OPS_RATIO = 1.5
@@ -666,7 +671,9 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
     """Forward bytes read + written per token by one layer's non-matmul ops (bf16, eager HF).
 
     * RMSNorm (LlamaRMSNorm: upcast to fp32, square, mean, rsqrt·x, downcast, ·weight): 36h each, ×2;
+      a LayerNorm family's F.layer_norm (`model.layer_norm`) 4h; a parallel block has one norm;
     * rotary on q and k (cos/sin products, rotate_half's slices and cat): 14 bytes per element;
+      none where the family has no rotary (`model.rotary`: learned positions, ALiBi);
     * attention layout (transposes to and from heads): read + write q, k, v and the output, 4 B each;
     * gated MLP activation (silu(gate) · up): 10I; plain MLP activation: 4I;
     * two residual adds: 6h each;
@@ -690,6 +697,7 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
     q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
     experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
     layout = 4 * (2 * q + 2 * kv)
+    n_norms = 1 if model.parallel_block else 2
     if job.compiled:
         norms_and_residuals = 2 * 8 * h
         rotary = 4 * (q + kv)
@@ -698,19 +706,33 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
     elif job.kernels == "fused":
         # Liger's RMSNorm reads x and writes y (4h, no residual fusion), the residual adds stay
         # eager (6h); rotary in place on q and k; SwiGLU and the adapters as one kernel each
-        norms_and_residuals = 2 * 4 * h + 2 * 6 * h
+        norms_and_residuals = n_norms * 4 * h + 2 * 6 * h
         rotary = 4 * (q + kv)
         act = experts * (6 if model.gated_mlp else 4) * inter
         adapter_out, dropout_in = 6, 2
     else:
-        norms_and_residuals = 2 * 36 * h + 2 * 6 * h
+        # F.layer_norm is one native kernel: it reads x and writes y, 4h in bf16
+        norm = 4 if model.layer_norm else 36
+        norms_and_residuals = n_norms * norm * h + 2 * 6 * h
         rotary = 14 * (q + kv)
         act = experts * (10 if model.gated_mlp else 4) * inter
         adapter_out, dropout_in = 10, 5
+    if not model.rotary:
+        rotary = 0
     total = float(norms_and_residuals / sequence_split + rotary + layout + act)
     for d_in, d_out in adapted_linears(model, job):
         total += 2 * d_in + adapter_out * d_out + (dropout_in * d_in if job.dropout > 0 else 0)
     return total
+
+
+def _eager_ops_per_layer_forward(model: ModelSpec) -> int:
+    """Operators one eager layer dispatches in forward: the Llama count (OPS_PER_LAYER_FORWARD)
+    less what the block kind does not run, RMSNorm's extra ops where F.layer_norm is one, the
+    second norm of a parallel block, the rotary where the family has none."""
+    norm_ops = LAYER_NORM_OPS if model.layer_norm else RMS_NORM_OPS
+    n_norms = 1 if model.parallel_block else 2
+    ops = OPS_PER_LAYER_FORWARD - 2 * RMS_NORM_OPS + n_norms * norm_ops
+    return ops - (0 if model.rotary else ROTARY_OPS)
 
 
 def _fp32_adapter_bytes_per_token(model: ModelSpec, job: Job) -> float:
@@ -754,14 +776,16 @@ def _autocast_elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
     experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
     residuals = 2 * 4.0 * h
     if model.layer_norm:
-        norms = 0.0  # F.layer_norm already runs in fp32 under autocast (autocast's fp32 list)
+        # F.layer_norm runs in fp32 under autocast (autocast's fp32 list): it reads and writes
+        # 8h, not the 4h its bf16 run counts in `_elementwise_bytes_per_token`
+        norms = (1 if model.parallel_block else 2) * 4.0 * h
     elif job.kernels == "fused":
         norms = 2 * 4.0 * h
     else:
         norms = -2 * 8.0 * h
     stream_readers = 3 + (2 if model.gated_mlp else 1) * experts
     casts = AUTOCAST_CAST_BYTES * h * stream_readers
-    rotary = 0.0 if job.kernels == "fused" else 24.0 * (q + kv)
+    rotary = 0.0 if job.kernels == "fused" or not model.rotary else 24.0 * (q + kv)
     adapted = 0.0
     if job.method != "full":
         readers = 2 if job.lora_targets == "qv" else 3  # q, v (qv) or q, k, v; o reads bf16
@@ -1022,7 +1046,7 @@ def step_time(
         dispatch_s = kernels * (fwd_passes + BACKWARD_OPS_RATIO) * LAUNCH_SECONDS_PER_KERNEL
     else:
         fused = job.kernels == "fused"
-        per_layer = FUSED_OPS_PER_LAYER_FORWARD if fused else OPS_PER_LAYER_FORWARD
+        per_layer = FUSED_OPS_PER_LAYER_FORWARD if fused else _eager_ops_per_layer_forward(model)
         per_adapter = FUSED_OPS_PER_ADAPTER if fused else OPS_PER_ADAPTER
         if job.fp32_adapters or job.adapter_input_round_trip:
             per_adapter += FP32_ADAPTER_OPS
