@@ -1197,7 +1197,12 @@ def link_bytes_per_s(
 ) -> tuple[float | None, bool]:
     """(bytes/s each GPU's collectives see, whether they overlap with compute).
 
-    Across nodes the per-node network is shared by the node's GPUs. Inside a node, GPUs with P2P
+    Across nodes a flat collective runs one ring (channel) per NIC, each carrying its 1/g of the
+    data and crossing the node boundary on its own NIC: a GPU's whole ring volume (n−1)/n·S moves
+    at the node's network rate, not at its 1/g share of it (NCCL's bus bandwidth: two and three
+    8× A100 nodes with 4× 200 Gb/s HDR each measure 91 and 84.8–96 GB/s all-reduce busbw against
+    "200G x 4 / 8" = 100 GB/s, NVIDIA/nccl-tests issues #100, 2022-01, and #119, 2022-11), capped
+    by the in-node link each ring also crosses. Inside a node, GPUs with P2P
     use `intra_node_gbits_per_s` (NVLink, or PCIe P2P); GPUs without P2P (GeForce, or a node
     stated as `finetune.offer.HOST_STAGED`) stage through host memory: the per-direction PCIe x16
     rate of their generation (the sender's write and the receiver's read cross different links),
@@ -1207,7 +1212,10 @@ def link_bytes_per_s(
     if nodes > 1:
         if not inter_node_gbits_per_s:
             return None, True
-        return inter_node_gbits_per_s * 1e9 / 8 / gpus_per_node, True
+        network = inter_node_gbits_per_s * 1e9 / 8
+        if intra_node_gbits_per_s:
+            network = min(network, intra_node_gbits_per_s * 1e9 / 8)
+        return network, True
     if not gpu.p2p:
         # every staged byte is written to and read from host memory once, by all of the node's
         # GPUs at the same time: their host-memory traffic shares HOST_MEMORY_GBYTES_PER_S
