@@ -1,14 +1,17 @@
 """Predicted vs published measured fine-tuning throughput (tokens/s, all GPUs together).
 
     uv run python benchmarks/throughput_accuracy.py [CSV ...]
-    # without CSV: ../shared/data/measured_throughput_calibration.csv (skipped when absent) and
-    # benchmarks/data/throughput_extra.csv (this repo's own transcription), each scored as a set
+    # without CSV: ../shared/data/measured_throughput_calibration.csv (skipped when absent),
+    # benchmarks/data/throughput_extra.csv and throughput_llm_foundry.csv (this repo's own
+    # transcriptions), each scored as a set
 
 Each row states the model, method, precision, optimizer, sequence length, micro-batch,
 checkpointing, LoRA rank and targets, GPU (a gpus.csv name), GPU count, GPUs per node, the
 intra-node link, inter-node Gb/s, sharding, offload, framework and the measured tokens/s (this
-repository's rows add the tensor-parallel degree; a framework "without sequence parallel" runs
-its tensor parallelism without it). It is
+repository's rows add the tensor-parallel degree, a framework "without sequence parallel" running
+its tensor parallelism without it, and the micro-steps per optimizer step, `grad_accumulation`;
+a `config` ending in .json names a config.json under benchmarks/data, for model shapes no hub
+model has). It is
 read into a ModelSpec, a Job and an Accelerator by generic rules (`row_to_case`; `intra_link` is
 nvlink, pcie, or host for PCIe without peer-to-peer, as `estimate --interconnect` says); nothing is
 looked up per row. What the columns leave to the stack is read from the stack's stated defaults:
@@ -20,13 +23,15 @@ notes say so. Rows marked score=no are listed with their exclusion reason and le
 summary. The summary gives the share within ±35 %, median |error| and median bias, overall, by
 method, by hardware class (datacenter / workstation / consumer, `hardware_class`) and by GPU.
 The kernel stack is read from the framework: Unsloth and Liger Kernel runs are `kernels=fused`,
-everything else the plain stack. Only the Job fields the installed model knows are set, so the
+everything else the plain stack; the attention kernel (`attention_of`) and a fused loss
+(`FUSED_LOSS_STACKS`) likewise. Only the Job fields the installed model knows are set, so the
 same script scores an older checkout of the model too (before / after runs).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 import statistics
@@ -37,13 +42,16 @@ from pathlib import Path
 
 from benchmarks.memory_accuracy import resolve_model
 from finetune import Accelerator, Job, ModelSpec, estimate_time
+from finetune.architecture import model_from_hf_config
 from finetune.job import _truncated_exponential_rate, padded_batch_length
 from finetune.offer import PCIE_X16_GBYTES_PER_S, has_p2p
 from finetune.time import matmul_share
 from warehouse.seed_models import SEEDS_DIR, load_models
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured_throughput_calibration.csv"
-EXTRA_CSV = Path(__file__).resolve().parent / "data" / "throughput_extra.csv"
+DATA_DIR = Path(__file__).resolve().parent / "data"
+EXTRA_CSV = DATA_DIR / "throughput_extra.csv"
+FOUNDRY_CSV = DATA_DIR / "throughput_llm_foundry.csv"
 TOLERANCE_PCT = 35.0
 # Frameworks that run fused kernels (FlashAttention-2, fused RMSNorm / RoPE / SwiGLU / LoRA
 # / linear cross-entropy): Unsloth, any stack that names Liger Kernel, and Megatron-Core on
@@ -55,6 +63,12 @@ FUSED_KERNEL_STACKS = ("unsloth", "liger", "transformerengine")
 # says "TransformerEngine layers/fused attention"). A stack that does not say runs FA2-class
 # kernels (flash-attn 2, SDPA's flash backend).
 NATIVE_ATTENTION_STACKS = ("transformerengine",)
+# Stacks whose attention is FlashAttention-1-class (`Job.attention` "flash1"): llm-foundry's
+# `attn_impl: triton` (its Triton port of FlashAttention-1) and the flash-attn 1.x package.
+FLASH1_ATTENTION_STACKS = ("triton flash attention", "flash-attn 1")
+# Stacks whose loss is one fused kernel over bf16 logits (read, then the gradient written in
+# place): flash-attn's xentropy CrossEntropyLoss, MPT's default loss_fn "fused_crossentropy".
+FUSED_LOSS_STACKS = ("fused cross-entropy",)
 # Stacks whose AdamW runs as one fused kernel: torchtune's recipe configs set `fused: True` on
 # torch.optim.AdamW (its 70B offload row says "CPU offload with fused optimizer"); torchtitan's
 # `optimizer.implementation` defaults to "fused". Everything else gets torch's default, foreach.
@@ -212,6 +226,29 @@ def ran_compiled(row: dict[str, str]) -> bool:
     return off is None and "compile" in said
 
 
+def attention_of(framework: str) -> str:
+    """The attention kernel a row's stack runs, from its framework words (lower case)."""
+    if any(k in framework for k in NATIVE_ATTENTION_STACKS):
+        return "native"
+    if any(k in framework for k in FLASH1_ATTENTION_STACKS):
+        return "flash1"
+    return "flash"
+
+
+def row_model(row: dict[str, str], models: dict[str, ModelSpec]) -> ModelSpec:
+    """The row's model: a config.json this repository keeps under benchmarks/data (`config` ending
+    in .json, for shapes no hub model has: llm-foundry's benchmark MPTs), else the seed whose id
+    matches `config` or `model`."""
+    config = row.get("config") or ""
+    if config.endswith(".json"):
+        path = DATA_DIR / config
+        if not path.is_file():
+            raise LookupError(f"{row['id']}: config {config} is not under {DATA_DIR}")
+        return model_from_hf_config(json.loads(path.read_text(encoding="utf-8")), path.stem)
+    spec, _ = resolve_model(config or row["model"], None, models)
+    return spec
+
+
 def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[str, dict[str, str]]) -> Case:
     """One calibration row → (model, job, hardware), by the row's own columns."""
     gpu_name = HARDWARE_AS_STATED.get(row["source"], row["gpu"])
@@ -234,12 +271,14 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
     if spec is None or not spec.get("bf16_tflops"):
         return Case(**{**base.__dict__, "skip_reason": f"no dense bf16 TFLOPS for {gpu_name} in gpus.csv"})
     try:
-        model, _ = resolve_model(row["config"] or row["model"], None, models)
+        model = row_model(row, models)
     except LookupError as exc:
         return Case(**{**base.__dict__, "skip_reason": str(exc)})
     framework = row["framework"].lower()
     gc = row["grad_checkpointing"].strip().lower()
     loss = "chunked" if "chunked ce" in framework else "standard"
+    if any(k in framework for k in FUSED_LOSS_STACKS):
+        loss = "fused"
     known = ("adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit")
     optimizer = row["optimizer"] if row["optimizer"] in known else "adamw"
     seq_len, micro_batch = int(row["seq_len"]), int(row["micro_batch"])
@@ -283,13 +322,15 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         offload=row["offload"].strip().lower() == "yes",
         compiled=ran_compiled(row),
         kernels="fused" if any(k in framework for k in FUSED_KERNEL_STACKS) else "plain",
-        attention="native" if any(k in framework for k in NATIVE_ATTENTION_STACKS) else "flash",
+        attention=attention_of(framework),
         # a GPTQ-int4 base is named in the framework or notes ("GPTQ", "Int4 GPTQ checkpoint")
         quant="gptq" if "gptq" in f"{framework} {row['notes']}".lower() else "nf4-dq",
         doc_len=float(documents.group(1)) if documents else None,
         # this repo's rows add a tensor_parallel column (empty: 1); the shared rows have none
         tensor_parallel=int(row.get("tensor_parallel") or 1),
         sequence_parallel=NO_SEQUENCE_PARALLEL.search(framework) is None,
+        # this repo's rows may state the micro-steps per optimizer step (empty: 1)
+        grad_accumulation=int(row.get("grad_accumulation") or 1),
     )
     link = row["intra_link"].strip().lower()
     gpu = _accelerator(
@@ -420,7 +461,7 @@ def report(label: str, results: list[Result]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(a) for a in argv[1:]] or [DEFAULT_CSV, EXTRA_CSV]
+    paths = [Path(a) for a in argv[1:]] or [DEFAULT_CSV, EXTRA_CSV, FOUNDRY_CSV]
     for csv_path in paths:
         if not csv_path.exists():
             print(f"calibration data absent ({csv_path}); nothing to score\n")

@@ -240,6 +240,16 @@ def test_the_readme_states_the_repos_own_throughput_set_as_the_benchmark_scores_
     assert stated in README_FLAT, f"README.md should say the repo's own throughput set {stated}"
 
 
+def test_the_readme_states_the_llm_foundry_set_as_the_benchmark_scores_it():
+    from benchmarks.throughput_accuracy import FOUNDRY_CSV, evaluate, summary
+
+    results = evaluate(FOUNDRY_CSV)
+    s = summary([r for r in results if r.error_pct is not None])
+    assert f"{s['cases']:.0f} scored of {len(results)}" in README_FLAT
+    stated = f"is {_pct(s['within_share'])} within ±35 %, median {s['median_abs_error_pct']:.1f} % ("
+    assert stated in README_FLAT, f"README.md should say llm-foundry's set {stated}"
+
+
 def test_the_readme_states_the_shared_throughput_calibration_as_the_benchmark_scores_it():
     from benchmarks.throughput_accuracy import DEFAULT_CSV, evaluate, summary
 
