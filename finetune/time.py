@@ -1202,29 +1202,29 @@ def link_bytes_per_s(
     at the node's network rate, not at its 1/g share of it (NCCL's bus bandwidth: two and three
     8× A100 nodes with 4× 200 Gb/s HDR each measure 91 and 84.8–96 GB/s all-reduce busbw against
     "200G x 4 / 8" = 100 GB/s, NVIDIA/nccl-tests issues #100, 2022-01, and #119, 2022-11), capped
-    by the in-node link each ring also crosses. Inside a node, GPUs with P2P
+    by the in-node hop each ring also makes (host-staged without P2P). Inside a node, GPUs with P2P
     use `intra_node_gbits_per_s` (NVLink, or PCIe P2P); GPUs without P2P (GeForce, or a node
     stated as `finetune.offer.HOST_STAGED`) stage through host memory: the per-direction PCIe x16
     rate of their generation (the sender's write and the receiver's read cross different links),
     capped by the node's host memory bandwidth shared by its GPUs' staging, not overlapped.
     """
-    nodes = math.ceil(n_gpus / gpus_per_node)
-    if nodes > 1:
-        if not inter_node_gbits_per_s:
-            return None, True
-        network = inter_node_gbits_per_s * 1e9 / 8
-        if intra_node_gbits_per_s:
-            network = min(network, intra_node_gbits_per_s * 1e9 / 8)
-        return network, True
+    in_node: float | None
     if not gpu.p2p:
         # every staged byte is written to and read from host memory once, by all of the node's
         # GPUs at the same time: their host-memory traffic shares HOST_MEMORY_GBYTES_PER_S
         staged = _pcie_bytes_per_s(gpu) / HOST_STAGED_TRAVERSALS_PER_DIRECTION
         host_share = HOST_MEMORY_GBYTES_PER_S * 1e9 / (2 * min(n_gpus, gpus_per_node))
-        return min(staged, host_share), False
-    if intra_node_gbits_per_s is None or intra_node_gbits_per_s <= 0:
+        in_node, overlapped = min(staged, host_share), False
+    elif intra_node_gbits_per_s is None or intra_node_gbits_per_s <= 0:
+        in_node, overlapped = None, True
+    else:
+        in_node, overlapped = intra_node_gbits_per_s * 1e9 / 8, True
+    if math.ceil(n_gpus / gpus_per_node) <= 1:
+        return in_node, overlapped
+    if not inter_node_gbits_per_s:
         return None, True
-    return intra_node_gbits_per_s * 1e9 / 8, True
+    network = inter_node_gbits_per_s * 1e9 / 8
+    return (network if in_node is None else min(network, in_node)), overlapped
 
 
 def estimate_time(

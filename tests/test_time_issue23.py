@@ -380,3 +380,10 @@ def test_a_flat_collective_across_nodes_runs_at_the_node_network_rate() -> None:
     assert capped == pytest.approx(50e9)
     # not stated: no rate
     assert link_bytes_per_s(A100, 16, 8, 600 / 2 * 8, None) == (None, True)
+
+
+def test_a_cross_node_ring_of_cards_without_p2p_is_held_to_the_host_staged_hop() -> None:
+    staged, _ = link_bytes_per_s(RTX4090, 8, 8, None, None)
+    across, overlapped = link_bytes_per_s(RTX4090, 16, 8, None, 3200.0)
+    assert across == pytest.approx(staged)
+    assert not overlapped
