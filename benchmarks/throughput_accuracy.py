@@ -77,7 +77,12 @@ FUSED_OPTIMIZER_STACKS = ("torchtune", "torchtitan")
 # column names the nearest catalogue part. torchtitan-2024-12: "Each H100 GPU is equipped with
 # 96GB HBM2e with 2.4 TB/sec peak memory bandwidth ... We used the default 500W power limit";
 # "the actual peak TFLOPs number is between SXM and NVL" (benchmarks/llama3_h100_202412_torchtitan.md).
-HARDWARE_AS_STATED: dict[str, str] = {"torchtitan-2024-12": "H100-96GB-SXM"}
+# torchtitan-2025-06-asynctp: the same Grand Teton hosts, "96GB HBM2e with 2.4 TB/sec", "the
+# default 500W power limit" (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md).
+HARDWARE_AS_STATED: dict[str, str] = {
+    "torchtitan-2024-12": "H100-96GB-SXM",
+    "torchtitan-2025-06-asynctp": "H100-96GB-SXM",
+}
 # "batches padded to the longest sample (max 768)": the notes' statement of a padded dataset
 PADDED_MAX = re.compile(r"padded to the longest sample \(max (\d+)\)")
 # source → the bucket factor of its length-grouped batching, where the source's own training loop

@@ -246,6 +246,21 @@ def test_the_benchmark_reads_the_tensor_parallel_column(row_id: str, sequence_pa
     assert case.n_gpus == 8 and math.isfinite(predict(case)) and predict(case) > 0
 
 
+@pytest.mark.parametrize(("row_id", "policy"), [("X50", "full"), ("X51", "selective")])
+def test_torchtitans_tp_rows_run_on_the_hosts_the_file_names(row_id: str, policy: str) -> None:
+    from benchmarks.throughput_accuracy import EXTRA_CSV, load_gpus, row_to_case
+    from tests.factories import benchmark_row
+
+    case = row_to_case(benchmark_row(EXTRA_CSV, row_id), MODELS, load_gpus())
+    assert case.job is not None and case.skip_reason is None
+    # the 96 GB HBM2e H100 at 500 W, 8 per host, 400 Gb/s per GPU between hosts
+    assert case.gpu_name == "H100-96GB-SXM" and case.inter_node_gbps == 3200.0
+    # TP 8 inside each host with sequence parallelism, FSDP over the groups, compiled, fused AdamW
+    assert (case.job.tensor_parallel, case.job.sequence_parallel) == (8, True)
+    assert case.job.compiled and case.job.optimizer_impl == "fused"
+    assert case.job.checkpoint_policy == policy and case.job.grad_checkpointing
+
+
 def test_rows_without_the_column_stay_data_parallel() -> None:
     from benchmarks.throughput_accuracy import EXTRA_CSV, load_gpus, row_to_case
     from tests.factories import benchmark_row
