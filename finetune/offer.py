@@ -8,8 +8,9 @@ stated GPU with `stated_links` and sends it through the same path. Units are in 
   direction, the rate a ring collective sees. The seeds (instance_types.csv, gpus.csv
   `nvlink_gbps`) and the mart column `intra_node_gbps` state it the way vendors quote it,
   *bidirectional* (NVLink 4: 900 GB/s per H100 = 450 each way), so it is halved here, once.
-* **Network between nodes**: `inter_node_gbits_per_s`, Gb/s (1e9 bits) per node, shared by the
-  node's GPUs: the seeds' and the mart's `inter_node_gbps` is already that unit.
+* **Network between nodes**: `inter_node_gbits_per_s`, Gb/s (1e9 bits) per node, all of the
+  node's NICs together: the seeds' and the mart's `inter_node_gbps` is already that unit (a flat
+  collective's rings cross it at that whole rate, `finetune.time.link_bytes_per_s`).
 * `finetune.time.estimate_time` takes both links in Gb/s per direction (`gbits_per_s`).
 
 An NVLink *bridge* joins two cards (Azure NC H100 v5, hyperstack's "NVLink" flavours of PCIe
