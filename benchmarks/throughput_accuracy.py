@@ -31,6 +31,7 @@ same script scores an older checkout of the model too (before / after runs).
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 import re
@@ -240,6 +241,19 @@ def attention_of(framework: str) -> str:
     return "flash"
 
 
+def loss_of(framework: str) -> str:
+    """The loss path a row's stack runs, from its framework words (lower case)."""
+    if any(k in framework for k in FUSED_LOSS_STACKS):
+        return "fused"
+    return "chunked" if "chunked ce" in framework else "standard"
+
+
+@functools.cache
+def _config_model(path: Path) -> ModelSpec:
+    """A config.json under benchmarks/data, read and parsed once however many rows name it."""
+    return model_from_hf_config(json.loads(path.read_text(encoding="utf-8")), path.stem)
+
+
 def row_model(row: dict[str, str], models: dict[str, ModelSpec]) -> ModelSpec:
     """The row's model: a config.json this repository keeps under benchmarks/data (`config` ending
     in .json, for shapes no hub model has: llm-foundry's benchmark MPTs), else the seed whose id
@@ -249,7 +263,7 @@ def row_model(row: dict[str, str], models: dict[str, ModelSpec]) -> ModelSpec:
         path = DATA_DIR / config
         if not path.is_file():
             raise LookupError(f"{row['id']}: config {config} is not under {DATA_DIR}")
-        return model_from_hf_config(json.loads(path.read_text(encoding="utf-8")), path.stem)
+        return _config_model(path)
     spec, _ = resolve_model(config or row["model"], None, models)
     return spec
 
@@ -281,9 +295,6 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         return Case(**{**base.__dict__, "skip_reason": str(exc)})
     framework = row["framework"].lower()
     gc = row["grad_checkpointing"].strip().lower()
-    loss = "chunked" if "chunked ce" in framework else "standard"
-    if any(k in framework for k in FUSED_LOSS_STACKS):
-        loss = "fused"
     known = ("adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit")
     optimizer = row["optimizer"] if row["optimizer"] in known else "adamw"
     seq_len, micro_batch = int(row["seq_len"]), int(row["micro_batch"])
@@ -322,7 +333,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
             if row["lora_targets"] == "attention" and QV_ONLY.search(row["notes"])
             else (row["lora_targets"] or "all-linear")
         ),
-        loss=loss,
+        loss=loss_of(framework),
         sharding=row["sharding"] or "none",
         offload=row["offload"].strip().lower() == "yes",
         compiled=ran_compiled(row),

@@ -131,6 +131,11 @@ class ModelSpec:
             raise ValueError(f"{self.model_id}: {self.params:.3g} parameters is beyond any known model")
 
     @property
+    def norms_per_layer(self) -> int:
+        """Norms one layer runs: two, or one feeding attention and the MLP of a parallel block."""
+        return 1 if self.parallel_block else 2
+
+    @property
     def head_dim_(self) -> int:
         return self.head_dim or self.hidden_size // self.attention_heads
 

@@ -674,7 +674,7 @@ def _layer_activation_bytes_per_token(model: ModelSpec, job: Job, seq_len: int) 
     saves_inputs = full or job.bnb_base
     adapted_mlp = saves_inputs or job.lora_targets == "all-linear"
     autocast = job.mixed_precision == "autocast"
-    n_norms = 1 if model.parallel_block else 2
+    n_norms = model.norms_per_layer
     if model.layer_norm:
         # F.layer_norm keeps its input (bf16; fp32 under autocast, which runs layer_norm in fp32)
         # and a per-token mean/rstd; its weight gradient needs nothing more

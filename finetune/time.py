@@ -697,7 +697,7 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
     q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
     experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
     layout = 4 * (2 * q + 2 * kv)
-    n_norms = 1 if model.parallel_block else 2
+    n_norms = model.norms_per_layer
     if job.compiled:
         norms_and_residuals = 2 * 8 * h
         rotary = 4 * (q + kv)
@@ -730,7 +730,7 @@ def _eager_ops_per_layer_forward(model: ModelSpec) -> int:
     less what the block kind does not run, RMSNorm's extra ops where F.layer_norm is one, the
     second norm of a parallel block, the rotary where the family has none."""
     norm_ops = LAYER_NORM_OPS if model.layer_norm else RMS_NORM_OPS
-    n_norms = 1 if model.parallel_block else 2
+    n_norms = model.norms_per_layer
     ops = OPS_PER_LAYER_FORWARD - 2 * RMS_NORM_OPS + n_norms * norm_ops
     return ops - (0 if model.rotary else ROTARY_OPS)
 
@@ -778,7 +778,7 @@ def _autocast_elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
     if model.layer_norm:
         # F.layer_norm runs in fp32 under autocast (autocast's fp32 list): it reads and writes
         # 8h, not the 4h its bf16 run counts in `_elementwise_bytes_per_token`
-        norms = (1 if model.parallel_block else 2) * 4.0 * h
+        norms = model.norms_per_layer * 4.0 * h
     elif job.kernels == "fused":
         norms = 2 * 4.0 * h
     else:

@@ -17,6 +17,7 @@ from benchmarks.throughput_accuracy import (
     attention_of,
     evaluate,
     load_gpus,
+    loss_of,
     main,
     row_model,
     row_to_case,
@@ -130,6 +131,18 @@ def test_framework_words_pick_the_attention_kernel() -> None:
     assert attention_of("flash-attn 1.0.9") == "flash1"
     assert attention_of("nemo (transformerengine layers)") == "native"
     assert attention_of("axolotl") == "flash"
+
+
+def test_framework_words_pick_the_loss() -> None:
+    assert loss_of("llm-foundry (flash-attn xentropy fused cross-entropy)") == "fused"
+    assert loss_of("torchtune (compile on, chunked ce, packed)") == "chunked"
+    assert loss_of("transformers trainer") == "standard"
+
+
+def test_rows_naming_one_config_share_one_parsed_model() -> None:
+    same = [r for r in ROWS if r["config"] == "configs/mpt-7b.json"]
+    assert len(same) > 1
+    assert all(row_model(r, MODELS) is row_model(same[0], MODELS) for r in same)
 
 
 def test_a100_multi_node_rows_run_over_the_stated_roce_network() -> None:

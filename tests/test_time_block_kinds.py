@@ -88,6 +88,7 @@ def test_layer_norm_moves_4h_per_norm_where_rmsnorm_moves_36h() -> None:
 
 
 def test_a_parallel_block_runs_one_norm() -> None:
+    assert PHI_2.norms_per_layer == 1 and LLAMA_8B.norms_per_layer == 2
     h = PHI_2.hidden_size
     sequential = _elementwise_bytes_per_token(replace(PHI_2, parallel_block=False), EAGER)
     assert sequential - _elementwise_bytes_per_token(PHI_2, EAGER) == pytest.approx(4 * h)
