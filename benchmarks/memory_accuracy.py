@@ -160,11 +160,15 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
     gc_raw = row["grad_checkpointing"].strip().lower()
     # "unstated" → on: LLaMA-Factory, axolotl and TRL examples enable it by default
     grad_ckpt = not gc_raw.startswith("no")
+    # torchtitan's per-op policy keeps matmul and attention outputs ("selective"); else full
+    policy = "selective" if "selective" in gc_raw else "full"
     rank_match = re.search(r"\br\s*=?\s*(\d+)", text)
     rank = int(rank_match.group(1)) if rank_match else (64 if fsdp_qlora else 8)
     all_linear = _has(text, "all-linear", "all linear", "w1", "gate_proj", "mlp") or fsdp_qlora
     fused = bool(re.search(r"\bcce\b|liger|cut.cross", text))
     chunked = "chunked" in text
+    # the standard loss under torch.compile (torchtitan since #1033), as the row's source says
+    compiled_loss = "compiled loss" in text
     # torchtune's configs default to CEWithChunkedOutputLoss from v0.3 (2024-09)
     dated = re.search(r"\((20\d\d)-(\d\d)", row["source"])
     if "torchtune" in text and dated and (int(dated.group(1)), int(dated.group(2))) >= (2024, 9):
@@ -200,10 +204,11 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
         seq_len=int(float(row["seq_len"])),
         micro_batch=int(float(row["micro_batch"])),
         grad_checkpointing=grad_ckpt,
+        checkpoint_policy=policy,  # type: ignore[arg-type]
         attention=attention,  # type: ignore[arg-type]
         lora_rank=rank,
         lora_targets="all-linear" if all_linear else "attention",
-        loss="fused" if fused else ("chunked" if chunked else "standard"),
+        loss="fused" if fused else ("chunked" if chunked else ("compiled" if compiled_loss else "standard")),
         quant="gptq" if "gptq" in text else "nf4-dq",
         sharding=sharding,  # type: ignore[arg-type]
         offload=offload,

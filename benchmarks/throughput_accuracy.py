@@ -245,6 +245,8 @@ def loss_of(framework: str) -> str:
     """The loss path a row's stack runs, from its framework words (lower case)."""
     if any(k in framework for k in FUSED_LOSS_STACKS):
         return "fused"
+    if "compiled loss" in framework:
+        return "compiled"
     return "chunked" if "chunked ce" in framework else "standard"
 
 

@@ -32,8 +32,10 @@ Kernels = Literal["plain", "fused"]
 LoraTargets = Literal["qv", "attention", "all-linear"]
 # standard: the HF causal-LM loss (full b·s·V logits, upcast to fp32); chunked: torchtune's
 # CEWithChunkedOutputLoss (logits in chunks, fp32 one chunk at a time); fused: Liger /
-# Cut-Cross-Entropy / Unsloth (the logits are never materialized).
-Loss = Literal["standard", "chunked", "fused"]
+# Cut-Cross-Entropy / Unsloth (the logits are never materialized); compiled: the standard loss
+# under torch.compile (torchtitan compiles it with the model since pytorch/torchtitan#1033,
+# 2025-04-02): Inductor fuses the fp32 upcast into the cross-entropy's kernels.
+Loss = Literal["standard", "chunked", "fused", "compiled"]
 # What `qlora` quantizes the frozen base to: NF4 (bitsandbytes, blocksize 64, fp32 absmax), NF4
 # with double quantization (QLoRA's default, `bnb_4bit_use_double_quant=True`), or a GPTQ int4
 # checkpoint (group size 128, fp16 scales and packed zeros, as Qwen's Q-LoRA recipe uses).

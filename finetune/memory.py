@@ -78,8 +78,19 @@ QUANT_CODE_BYTES_PER_PARAM = 4 / 8
 #   default num_output_chunks = 8) — torchtune measures −8.1 GiB on Llama-3.2-3B at b·s·V = 1.05e9,
 #   ≈ 8 of the 10 bytes the fp32 copies take;
 # * fused (Liger, Cut-Cross-Entropy, Unsloth): logits are computed blockwise and never stored;
-#   what remains is one block, negligible.
-LOGITS_BYTES_PER_ELEMENT: dict[str, float] = {"standard": 12.0, "chunked": 2.0 + 8.0 / 8, "fused": 0.0}
+#   what remains is one block, negligible;
+# * compiled (the standard loss under torch.compile): Inductor fuses the `.float()` upcast into
+#   the cross-entropy's reductions and its backward into one pointwise kernel, so the fp32 copy and
+#   its fp32 gradient live only in registers; the loss graph saves the bf16 logits (2) and writes
+#   their bf16 gradient (2) = 4. torchtitan's PR enabling it (pytorch/torchtitan#1033, 2025-04-02)
+#   reports the "reduction of memory" without a figure; two runs after it are in
+#   benchmarks/data/memory_extra.csv (Llama-3.1-8B on MI300X and B200, b·s·V = 1.05e9).
+LOGITS_BYTES_PER_ELEMENT: dict[str, float] = {
+    "standard": 12.0,
+    "chunked": 2.0 + 8.0 / 8,
+    "fused": 0.0,
+    "compiled": 4.0,
+}
 # The standard loss on 16-bit logits (Job.logits_fp32 False): the logits (2), the 16-bit working
 # copy the loss keeps (the shifted .contiguous() / log_softmax output, 2), its gradient (2) and the
 # gradient into the head (2): each fp32 tensor of the 12 above becomes a 16-bit one.

@@ -357,7 +357,10 @@ RankOpt = Annotated[int, typer.Option(min=1, help="LoRA rank.")]
 TargetsOpt = Annotated[TargetsChoice, typer.Option(help="LoRA on attention projections or all linears.")]
 LossOpt = Annotated[
     LossChoice,
-    typer.Option(help="standard (HF, fp32 logits), chunked (torchtune) or fused (Liger, Cut-Cross-Entropy)."),
+    typer.Option(
+        help="standard (HF, fp32 logits), chunked (torchtune), fused (Liger, Cut-Cross-Entropy) "
+        "or compiled (the standard loss under torch.compile, as torchtitan runs it)."
+    ),
 ]
 QuantOpt = Annotated[
     QuantChoice, typer.Option(help="QLoRA base: nf4, nf4-dq (double quantization, default) or gptq int4.")
