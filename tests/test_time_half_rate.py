@@ -1,7 +1,8 @@
-"""Half-rate FP32 accumulation (issue 23): gpus.csv rates a GeForce card (and the L40 and A10G) at
-its bf16 rate with FP32 accumulation, half its tensor rate, and measured large GEMMs reach that
-rated figure (GEMM_EFFICIENCY_HALF_RATE), where full-rate parts reach GEMM_EFFICIENCY of theirs.
-Which parts run at half rate is a column of gpus.csv with its source, not a rule on the name."""
+"""Half-rate FP32 accumulation (issue 23): gpus.csv rates a GeForce card (and the L40, the RTX 6000
+Ada and the A10G) at its bf16 rate with FP32 accumulation, half its tensor rate, and measured large
+GEMMs reach that rated figure (GEMM_EFFICIENCY_HALF_RATE), where full-rate parts reach
+GEMM_EFFICIENCY of theirs. Which parts run at half rate is a column of gpus.csv with its source,
+not a rule on the name."""
 
 from __future__ import annotations
 
@@ -44,24 +45,27 @@ def gpus() -> dict[str, GpuSpec]:
     return HardwareCatalog.load().gpus
 
 
-def test_every_geforce_rtx_card_and_the_l40_and_a10g_accumulate_at_half_rate(
+def test_every_geforce_rtx_card_the_l40_its_workstation_twin_and_the_a10g_accumulate_at_half_rate(
     gpus: dict[str, GpuSpec],
 ) -> None:
     half = {name for name, g in gpus.items() if g.half_rate_accumulate}
     geforce_rtx = {name for name, g in gpus.items() if g.model.startswith("GeForce RTX")}
-    assert half == geforce_rtx | {"L40", "A10G"}
-    # the professional and datacenter parts of the same dies run it at full rate
-    for name in ("RTX6000-Ada", "RTXA6000", "RTXA5000", "L40S", "A10", "A40", "L4", "H100-SXM"):
+    assert half == geforce_rtx | {"L40", "RTX6000-Ada", "A10G"}
+    # the other professional and datacenter parts of the same dies run it at full rate
+    for name in ("RTXA6000", "RTXA5000", "L40S", "A10", "A40", "L4", "H100-SXM"):
         assert not gpus[name].half_rate_accumulate, name
 
 
 def test_each_half_rate_row_says_where_it_comes_from(gpus: dict[str, GpuSpec]) -> None:
     for g in gpus.values():
         assert bool(g.half_rate_accumulate_source) is g.half_rate_accumulate, g.gpu_name
-    # a GeForce row cites its generation's whitepaper; the L40 and A10G rows their own evidence
+    # a GeForce row cites its generation's whitepaper; the L40, RTX 6000 Ada and A10G rows their own evidence
     assert "Ada GPU Architecture whitepaper" in gpus["RTX4090"].half_rate_accumulate_source
     assert "datasheet" in gpus["L40"].half_rate_accumulate_source
     assert "69.47" in gpus["A10G"].half_rate_accumulate_source
+    # the RTX 6000 Ada's datasheet is silent: it cites its datacenter twin and a measured training run
+    assert "L40" in gpus["RTX6000-Ada"].half_rate_accumulate_source
+    assert "lambdal/deeplearning-benchmark" in gpus["RTX6000-Ada"].half_rate_accumulate_source
 
 
 @pytest.mark.parametrize(
@@ -83,11 +87,27 @@ def test_a_half_rate_rating_is_what_a_large_gemm_measures(
 
 def test_the_half_rate_rows_are_sms_times_boost_times_512(gpus: dict[str, GpuSpec]) -> None:
     # the per-SM rate the rating implies: 512 FLOP/clock at the rated boost clock (TechPowerUp)
-    boost_mhz = {"L40": 2490, "A10G": 1710}
+    boost_mhz = {"L40": 2490, "RTX6000-Ada": 2505, "A10G": 1710}
     for name, mhz in boost_mhz.items():
         g = gpus[name]
         assert g.sm_count is not None and g.bf16_tflops is not None
         assert g.sm_count * mhz * 1e6 * 512 / 1e12 == pytest.approx(g.bf16_tflops, abs=0.1), name
+
+
+def test_the_rtx_6000_ada_is_rated_as_the_l40_not_at_its_fp16_accumulate_rate(
+    gpus: dict[str, GpuSpec],
+) -> None:
+    ada, l40, l40s = gpus["RTX6000-Ada"], gpus["L40"], gpus["L40S"]
+    # the same 142-SM AD102: per SM and MHz the workstation card gets the L40's rate, half the L40S's
+    assert ada.sm_count == l40.sm_count == l40s.sm_count == 142
+    assert ada.bf16_tflops is not None and l40.bf16_tflops is not None and l40s.bf16_tflops is not None
+    assert ada.bf16_tflops / 2505 == pytest.approx(l40.bf16_tflops / 2490, rel=0.001)
+    # NVIDIA rates both datacenter boards at 2490 MHz: 142 x 2490 x 1024 = 362.05 for the L40S
+    assert 2 * l40.bf16_tflops == pytest.approx(l40s.bf16_tflops, rel=0.001)
+    # FP8 with FP32 accumulate halves with it; INT8 (INT32 accumulate) stays at full rate, as on the 4090
+    assert ada.fp8_tflops == pytest.approx(2 * ada.bf16_tflops, rel=0.001)
+    assert ada.int8_tops == pytest.approx(4 * ada.bf16_tflops, rel=0.001)
+    assert gpus["RTX4090"].int8_tops == pytest.approx(4 * (gpus["RTX4090"].bf16_tflops or 0), rel=0.01)
     # and the L40S, the L40's die at full rate, is 1024 per SM per clock: twice the L40's rating
     l40s = gpus["L40S"]
     assert l40s.sm_count == gpus["L40"].sm_count

@@ -144,7 +144,7 @@ class GpuSpec:
     matmul_tflops: float | None = None
     matmul_tflops_source: str = ""
     # bf16/fp16 tensor math with FP32 accumulation runs at half the FP16-accumulate rate (GeForce,
-    # L40, A10G), so `bf16_tflops` is that half rate, with its own source; False = full rate
+    # L40, RTX 6000 Ada, A10G), so `bf16_tflops` is that half rate, with its own source; False = full rate
     half_rate_accumulate: bool = False
     half_rate_accumulate_source: str = ""
 
