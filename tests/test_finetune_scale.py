@@ -28,7 +28,7 @@ from finetune.cost import (
     run_cost,
     tokens_per_gpu_step,
 )
-from finetune.offer import intra_node_gbytes_per_s
+from finetune.offer import HOST_STAGED, intra_node_gbytes_per_s
 from finetune.placement import Hardware, MemoryTable, place, plan_job
 from tests.factories import make_offer
 from tests.test_finetune_marts import A100_80_ONE, H100_NODE, L4_ONE, OFFER_SCHEMA
@@ -121,7 +121,8 @@ def reference_rows(
             inter_node_gbits_per_s=offer["inter_node_gbps"],
             memory_bandwidth_gbps=offer["memory_bandwidth_gbps"],
             architecture=offer["architecture"],
-            p2p=ft.has_p2p(offer["gpu_model"]),
+            # a box stated without peer-to-peer (rented PCIe cards whose provider states no link)
+            p2p=ft.has_p2p(offer["gpu_model"]) and offer["intra_node_interconnect"] != HOST_STAGED,
             pcie_gen=offer["pcie_gen"],
             sm_count=offer["sm_count"],
             half_rate_accumulate=bool(offer["half_rate_accumulate"]),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from finetune.offer import tensor_rate
+from finetune.offer import HOST_STAGED, tensor_rate
 from warehouse.hardware import (
     SEEDS_DIR,
     VRAM_TOLERANCE,
@@ -90,7 +90,7 @@ def test_seed_values_are_in_range(hw: HardwareCatalog) -> None:
         # a precision with a TFLOPS figure must be flagged as supported
         assert spec.bf16_tflops is None or spec.supports_bf16, spec
         assert spec.fp8_tflops is None or spec.supports_fp8, spec
-    fabrics = {"NVSwitch", "NVLink mesh", "NVLink bridge", "Infinity Fabric", "PCIe", "none"}
+    fabrics = {"NVSwitch", "NVLink mesh", "NVLink bridge", "Infinity Fabric", "PCIe", HOST_STAGED, "none"}
     for row in hw.instance_types:
         assert row.intra_node_interconnect in fabrics | {None}, row
         assert row.inter_node_fabric in {"EFA", "InfiniBand", "RoCE", "ethernet", "none", None}

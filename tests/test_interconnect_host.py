@@ -23,6 +23,7 @@ from finetune.offer import (
     stated_links,
 )
 from flows.cli import app
+from warehouse.hardware import HardwareCatalog
 from warehouse.seed_models import load_models
 
 MODELS = load_models()
@@ -145,3 +146,48 @@ def test_a_benchmark_row_that_states_host_is_read_without_p2p(tmp_path: Path) ->
     assert as_stated.gpu.p2p and not host.gpu.p2p
     # the same x16 rate either way: only who copies the bytes changes
     assert host.intra_node_gbps == as_stated.intra_node_gbps
+
+
+# --- rented boxes whose provider states no interconnect ----------------------------------------
+
+
+def _instance_type_rows() -> list[dict[str, str]]:
+    seeds = Path(__file__).resolve().parent.parent / "warehouse" / "seeds"
+    with (seeds / "instance_types.csv").open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_seed_row_that_assumes_no_p2p_says_so_in_its_interconnect() -> None:
+    # the notes of these rows (vast, lium, linode, tensordock, jarvislabs) assumed no P2P before
+    # the vocabulary could say it; the interconnect now carries the assumption the notes state
+    gpus = HardwareCatalog.load().gpus
+    assumed = [r for r in _instance_type_rows() if "no P2P assumed" in r["notes"]]
+    assert {r["provider"] for r in assumed} == {"vast", "lium", "linode", "tensordock", "jarvislabs"}
+    assert len(assumed) == 23
+    assert all(r["intra_node_interconnect"] == HOST_STAGED for r in assumed)
+    assert not any(gpus[r["gpu_name"]].form_factor.startswith("SXM") for r in assumed)
+    # GPUs on one SXM board reach each other at least over P2P: those rows keep PCIe and say why
+    sxm = [r for r in _instance_type_rows() if "host staging (no P2P) is not" in r["notes"]]
+    assert {r["gpu_name"] for r in sxm} == {"A100-80GB-SXM", "A100-40GB-SXM", "H100-SXM", "H200-SXM"}
+    assert all(r["intra_node_interconnect"] == "PCIe" for r in sxm)
+
+
+@pytest.mark.parametrize(
+    ("provider", "instance_type", "gpu_raw", "gpu_count"),
+    [
+        ("vast", "4x RTX A6000 48GB (verified)", "RTX A6000", 4),
+        ("jarvislabs", "4x A5000 container", "A5000", 4),
+        ("tensordock", "2x rtxa6000-pcie-48gb (tier-1)", "rtxa6000-pcie-48gb", 2),
+    ],
+)
+def test_a_workstation_rental_resolves_host_staged_and_prices_without_p2p(
+    provider: str, instance_type: str, gpu_raw: str, gpu_count: int
+) -> None:
+    match = HardwareCatalog.load().resolve(provider, instance_type, gpu_raw, None, gpu_count)
+    assert match is not None and match.intra_node_interconnect == HOST_STAGED, match
+    gpu = find_gpu(match.gpu_name)
+    offer = stated_offer(gpu, StatedHardware(gpu=gpu.gpu_name, gpus_per_node=gpu_count))
+    offer["intra_node_interconnect"] = match.intra_node_interconnect
+    assert hardware_of(offer).p2p is False
+    # the same card stated with P2P keeps it: the reading is the rental's, not the card's
+    assert hardware_of(stated_offer(gpu, StatedHardware(gpu=gpu.gpu_name, gpus_per_node=gpu_count))).p2p

@@ -14,6 +14,7 @@ import pytest
 from connectors import jarvislabs
 from connectors.base import LayoutChanged, Offer, RawResponse, exclusions
 from connectors.http import make_client
+from finetune.offer import HOST_STAGED
 from warehouse.hardware import HardwareCatalog
 from warehouse.pipeline import collect
 
@@ -273,15 +274,16 @@ def test_capture_and_cassette_gpus_resolve(shared_raw: Path) -> None:
     assert [t for t, match in resolved.items() if match is None] == []
     expected = {
         "1x L4 container": ("L4", None),
-        "8x L4 vm": ("L4", "PCIe"),
+        "8x L4 vm": ("L4", HOST_STAGED),
+        # GPUs on one SXM board keep PCIe at the P2P rate; the PCIe cards are host-staged
         "4x A100-80GB vm": ("A100-80GB-SXM", "PCIe"),
         "8x A100 container": ("A100-40GB-SXM", "PCIe"),
-        "8x RTX-PRO6000 vm": ("RTX-PRO-6000", "PCIe"),
-        "2x RTX PRO 6000 container": ("RTX-PRO-6000", "PCIe"),
+        "8x RTX-PRO6000 vm": ("RTX-PRO-6000", HOST_STAGED),
+        "2x RTX PRO 6000 container": ("RTX-PRO-6000", HOST_STAGED),
         "1x H100 any": ("H100-SXM", None),
         "1x H200 any": ("H200-SXM", None),
-        "4x RTX6000Ada container": ("RTX6000-Ada", "PCIe"),
-        "4x A5000 container": ("RTXA5000", "PCIe"),
+        "4x RTX6000Ada container": ("RTX6000-Ada", HOST_STAGED),
+        "4x A5000 container": ("RTXA5000", HOST_STAGED),
     }
     got = {t: (resolved[t].gpu_name, resolved[t].intra_node_interconnect) for t in expected}
     assert got == expected

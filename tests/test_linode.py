@@ -14,6 +14,7 @@ import pytest
 from connectors import linode
 from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, exclusions
 from connectors.http import make_client
+from finetune.offer import HOST_STAGED
 
 REPO = Path(__file__).resolve().parents[1]
 REPLAY = REPO / "tests" / "replay"
@@ -166,9 +167,9 @@ def test_capture_and_cassette_gpus_resolve(shared_raw: Path) -> None:
     }
     assert [t for t, match in resolved.items() if match is None] == []
     four = resolved["g1-gpu-rtx6000-4"]
-    assert (four.gpu_name, four.gpu_count, four.intra_node_interconnect) == ("Quadro-RTX6000", 4, "PCIe")
+    assert (four.gpu_name, four.gpu_count, four.intra_node_interconnect) == ("Quadro-RTX6000", 4, HOST_STAGED)
     ada = resolved["g2-gpu-rtx4000a4-m"]
-    assert (ada.gpu_name, ada.gpu_count, ada.intra_node_interconnect) == ("RTX4000-Ada", 4, "PCIe")
+    assert (ada.gpu_name, ada.gpu_count, ada.intra_node_interconnect) == ("RTX4000-Ada", 4, HOST_STAGED)
 
 
 # --- HTTP path ------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 from connectors import lium, market
 from connectors.base import Excluded, LayoutChanged, Offer, RawResponse, exclusions
 from connectors.http import make_client
+from finetune.offer import HOST_STAGED
 from warehouse.hardware import HardwareCatalog
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,7 +147,8 @@ def test_real_capture(shared_raw: Path) -> None:
         "4x H200 140GB (secure)": "H200-SXM",
         "8x A100-SXM4-80GB 80GB (secure)": "A100-80GB-SXM",
     }
-    assert names["8x RTX 5090 32GB (secure)"].intra_node_interconnect == "PCIe"
+    # the feed states no interconnect: PCIe without P2P (a GeForce card has none anyway)
+    assert names["8x RTX 5090 32GB (secure)"].intra_node_interconnect == HOST_STAGED
 
 
 # --- HTTP path ------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import pytest
 from connectors import market, tensordock
 from connectors.base import LayoutChanged, Offer, RawResponse, exclusions, missing_credentials
 from connectors.http import make_client
+from finetune.offer import HOST_STAGED
 from warehouse.hardware import HardwareCatalog
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,7 +172,8 @@ def test_replay_cassette_runs_fetch_and_parse_offline() -> None:
         )
         assert match is not None, o.instance_type
     two = CATALOG.resolve("tensordock", "2x geforcertx4090-pcie-24gb 24GB (tier-1)", None, None, 2.0)
-    assert two is not None and two.intra_node_interconnect == "PCIe"
+    # the API states no interconnect: PCIe without P2P, as the seed row's notes assume
+    assert two is not None and two.intra_node_interconnect == HOST_STAGED
     assert not any(math.isnan(o.price_per_hour) for o in offers.values())
 
 

@@ -217,7 +217,8 @@ _COLUMNS: tuple[Column, ...] = (
         "intra_node_interconnect",
         "VARCHAR",
         "",
-        "How the GPUs of one instance talk: NVSwitch, NVLink bridge, NVLink mesh, PCIe, or none (1 GPU).",
+        "How the GPUs of one instance talk: NVSwitch, NVLink bridge, NVLink mesh, Infinity Fabric, "
+        "PCIe (peer-to-peer), PCIe, no P2P (staged through host memory), or none (1 GPU).",
     ),
     _c(
         "intra_node_gbps",

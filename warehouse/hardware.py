@@ -58,9 +58,12 @@ Unknown names and instance types give ``None`` (the offer lands unmapped), never
 
 ``instance_types.csv`` vocabulary: ``intra_node_interconnect`` is one of ``NVSwitch``,
 ``NVLink mesh`` (direct links without a switch: V100 hybrid cube-mesh), ``NVLink bridge``
-(pairs), ``Infinity Fabric``, ``PCIe``, ``none`` (one GPU or less); ``intra_node_gbps`` is GB/s
-per GPU, bidirectional. ``inter_node_fabric`` is ``EFA``, ``InfiniBand``, ``RoCE``, ``ethernet``
-or ``none``; ``inter_node_gbps`` is Gbit/s per node. Empty cells mean "not known", never zero.
+(pairs), ``Infinity Fabric``, ``PCIe`` (GPU-to-GPU peer-to-peer over PCIe), ``PCIe, no P2P``
+(``finetune.offer.HOST_STAGED``: NCCL stages every transfer through host memory; the reading
+for multi-GPU rentals of PCIe cards whose provider states no interconnect), ``none`` (one GPU or
+less); ``intra_node_gbps`` is GB/s per GPU, bidirectional. ``inter_node_fabric`` is ``EFA``,
+``InfiniBand``, ``RoCE``, ``ethernet`` or ``none``; ``inter_node_gbps`` is Gbit/s per node.
+Empty cells mean "not known", never zero.
 """
 
 from __future__ import annotations
