@@ -16,8 +16,9 @@ stated GPU with `stated_links` and sends it through the same path. Units are in 
 An NVLink *bridge* joins two cards (Azure NC H100 v5, hyperstack's "NVLink" flavours of PCIe
 cards); with more than two GPUs a ring crosses PCIe between the bridged pairs, so the whole
 collective runs at the PCIe rate. A multi-GPU PCIe offer whose seed leaves the rate empty gets
-the GPU's PCIe x16 rate. GeForce cards have no P2P (`has_p2p`). Parts whose bf16 with FP32
-accumulation runs at half their FP16-accumulate rate (GeForce, L40, RTX 6000 Ada, A10G) carry gpus.csv's
+the GPU's PCIe x16 rate. GeForce cards have no P2P (`has_p2p`), nor has a node stated
+`HOST_STAGED` (rentals whose provider states no link). Parts whose bf16 with FP32
+accumulation runs at half their FP16-accumulate rate (GeForce cards among them) carry gpus.csv's
 `half_rate_accumulate`, a fact of the part with its own source rather than a rule on its name.
 
 GPUs without bf16 (Volta, Turing: gpus.csv `supports_bf16` false) train in fp16 mixed precision:

@@ -109,7 +109,7 @@ class Hardware:
     p2p: bool = True  # False for GeForce cards: NCCL stages through host memory
     pcie_gen: int | None = None
     sm_count: int | None = None  # streaming multiprocessors of a whole GPU (GEMM waves)
-    # gpus.csv: bf16 with FP32 accumulation at half the tensor rate (GeForce, L40, RTX 6000 Ada, A10G)
+    # gpus.csv `half_rate_accumulate`: bf16 with FP32 accumulation at half the tensor rate
     half_rate_accumulate: bool = False
     matmul_tflops: float | None = None  # measured large bf16 matmul rate of a whole GPU (MAMF)
 

@@ -9,8 +9,8 @@ is the slowest of what the GPU must do and what the CPU must dispatch (kernels r
 so the launch floor only shows when the GPU work is shorter):
 
 * matmuls: FLOPs / (dense peak × GEMM_EFFICIENCY; parts whose bf16 rate with FP32 accumulation
-  is half their tensor rate, GeForce, L40, RTX 6000 Ada and A10G, reach that rated figure:
-  GEMM_EFFICIENCY_HALF_RATE),
+  is half their tensor rate, gpus.csv `half_rate_accumulate` (GeForce cards among them), reach
+  that rated figure: GEMM_EFFICIENCY_HALF_RATE),
   but never less than reading the weights once per pass at memory bandwidth (small steps are
   bound by the weight traffic, not the FLOPs). Passes: forward; input gradient; weight gradient
   (full fine-tuning only: frozen weights need none); recompute (gradient checkpointing). Where
@@ -374,8 +374,7 @@ class Accelerator:
     pcie_gen: int | None = None
     # streaming multiprocessors (gpus.csv `sm_count`); None: GEMMs at the flat big-shape efficiency
     sm_count: int | None = None
-    # bf16 with FP32 accumulation at half rate (gpus.csv `half_rate_accumulate`: GeForce, L40,
-    # RTX 6000 Ada, A10G)
+    # bf16 with FP32 accumulation at half rate (gpus.csv `half_rate_accumulate`)
     half_rate_accumulate: bool = False
     # measured large-matmul rate / `tflops` (gpus.csv `matmul_tflops`, MAMF); None: not measured
     matmul_share: float | None = None
@@ -785,9 +784,9 @@ def _autocast_elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
         # 8h, not the 4h its bf16 run counts in `_elementwise_bytes_per_token`
         norms = model.norms_per_layer * 4.0 * h
     elif job.kernels == "fused":
-        norms = 2 * 4.0 * h
+        norms = model.norms_per_layer * 4.0 * h
     else:
-        norms = -2 * 8.0 * h
+        norms = -model.norms_per_layer * 8.0 * h
     stream_readers = 3 + (2 if model.gated_mlp else 1) * experts
     casts = AUTOCAST_CAST_BYTES * h * stream_readers
     rotary = 0.0 if job.kernels == "fused" or not model.rotary else 24.0 * (q + kv)

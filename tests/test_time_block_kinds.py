@@ -122,6 +122,20 @@ def test_autocast_runs_layer_norm_in_fp32() -> None:
     )
 
 
+def test_autocast_norm_traffic_counts_the_block_s_norms_on_every_stack() -> None:
+    # an RMSNorm block with one norm (parallel) moves half the norm traffic of a sequential one,
+    # eager (its two casts saved, −8h each) and fused (4h each) alike
+    job = replace(EAGER, precision="bf16-mixed", mixed_precision="autocast")
+    rms_parallel = replace(PHI_2, layer_norm=False)
+    rms_sequential = replace(rms_parallel, parallel_block=False)
+    h = PHI_2.hidden_size
+    for kernels, per_norm in (("plain", -8.0), ("fused", 4.0)):
+        stack = replace(job, kernels=kernels)
+        one = _autocast_elementwise_bytes_per_token(rms_parallel, stack)
+        two = _autocast_elementwise_bytes_per_token(rms_sequential, stack)
+        assert two - one == pytest.approx(per_norm * h), kernels
+
+
 def test_no_rotary_means_no_autocast_rotary_traffic() -> None:
     job = replace(EAGER, precision="bf16-mixed", mixed_precision="autocast")
     q = kv = MPT_7B.attention_heads * MPT_7B.head_dim_

@@ -146,8 +146,8 @@ class GpuSpec:
     # measured large bf16 matmul rate (MAMF, TFLOPS), with its own source; None = not measured
     matmul_tflops: float | None = None
     matmul_tflops_source: str = ""
-    # bf16/fp16 tensor math with FP32 accumulation runs at half the FP16-accumulate rate (GeForce,
-    # L40, RTX 6000 Ada, A10G), so `bf16_tflops` is that half rate, with its own source; False = full rate
+    # bf16/fp16 tensor math with FP32 accumulation runs at half the FP16-accumulate rate (GeForce
+    # cards among others), so `bf16_tflops` is that half rate, with its own source; False = full rate
     half_rate_accumulate: bool = False
     half_rate_accumulate_source: str = ""
 
