@@ -213,6 +213,16 @@ CAUSAL_FRACTION = 0.5
 # Share of datasheet DRAM bandwidth that streaming kernels reach: BabelStream triad reaches about
 # 90 % on A100 and H100 (UoB-HPC BabelStream results; NVIDIA's own STREAM figures agree).
 STREAM_EFFICIENCY = 0.90
+# Bytes per q or k element of HF's eager rotary, `q * cos + rotate_half(q) * sin` with
+# rotate_half(x) = cat((-x2, x1)) over the halves of head_dim (transformers modeling_llama.py),
+# bf16: the negation reads and writes half the elements (2), the cat reads both halves and
+# writes the rotated copy (4), each product reads its operand and writes one (4 + 4; cos and sin
+# are one row per position, shared by the heads), the sum reads two and writes one (6): 20.
+# Liger-Kernel's own measurement of this HF function (benchmark/data/all_benchmark_data.csv @
+# ead96b61, 'rope', 'huggingface', forward, A100-SXM4-80GB, 2024-09-03: 32 q and 8 kv heads of
+# 256, one sequence; 1.933 ms at 8,192 positions, 3.817 ms at 16,384) moves these 20 bytes at
+# 0.89 TB/s, 44 % of the part's 2,039 GB/s: a floor on its time, not an overcount.
+EAGER_ROTARY_BYTES = 20
 # Elementwise backward traffic ≈ 2 × forward: each op's backward reads its saved input(s) and the
 # incoming gradient and writes the input gradient (the same tensors as forward, plus one).
 ELEMENTWISE_BACKWARD_RATIO = 2.0
@@ -676,8 +686,9 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
 
     * RMSNorm (LlamaRMSNorm: upcast to fp32, square, mean, rsqrt·x, downcast, ·weight): 36h each, ×2;
       a LayerNorm family's F.layer_norm (`model.layer_norm`) 4h; a parallel block has one norm;
-    * rotary on q and k (cos/sin products, rotate_half's slices and cat): 14 bytes per element;
-      none where the family has no rotary (`model.rotary`: learned positions, ALiBi);
+    * rotary on q and k (EAGER_ROTARY_BYTES per element: the cos/sin products, rotate_half's
+      negated half and cat, the sum); none where the family has no rotary (`model.rotary`: learned
+      positions, ALiBi);
     * attention layout (transposes to and from heads): read + write q, k, v and the output, 4 B each;
     * gated MLP activation (silu(gate) · up): 10I; plain MLP activation: 4I;
     * two residual adds: 6h each;
@@ -718,7 +729,7 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
         # F.layer_norm is one native kernel: it reads x and writes y, 4h in bf16
         norm = 4 if model.layer_norm else 36
         norms_and_residuals = n_norms * norm * h + 2 * 6 * h
-        rotary = 14 * (q + kv)
+        rotary = EAGER_ROTARY_BYTES * (q + kv)
         act = experts * (10 if model.gated_mlp else 4) * inter
         adapter_out, dropout_in = 10, 5
     if not model.rotary:

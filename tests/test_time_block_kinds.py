@@ -83,8 +83,8 @@ def test_layer_norm_moves_4h_per_norm_where_rmsnorm_moves_36h() -> None:
     q = kv = MPT_7B.attention_heads * MPT_7B.head_dim_
     llama_like = _elementwise_bytes_per_token(_as_llama_block(MPT_7B), EAGER)
     mpt = _elementwise_bytes_per_token(MPT_7B, EAGER)
-    # two norms at 36h → 4h, and no rotary (14 bytes per q and k element)
-    assert llama_like - mpt == pytest.approx(2 * (36 - 4) * h + 14 * (q + kv))
+    # two norms at 36h → 4h, and no rotary (20 bytes per q and k element)
+    assert llama_like - mpt == pytest.approx(2 * (36 - 4) * h + 20 * (q + kv))
 
 
 def test_a_parallel_block_runs_one_norm() -> None:
