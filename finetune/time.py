@@ -223,6 +223,10 @@ STREAM_EFFICIENCY = 0.90
 # 256, one sequence; 1.933 ms at 8,192 positions, 3.817 ms at 16,384) moves these 20 bytes at
 # 0.89 TB/s, 44 % of the part's 2,039 GB/s: a floor on its time, not an overcount.
 EAGER_ROTARY_BYTES = 20
+# The same rotary under autocast over fp32 modules, where cos and sin are fp32: the products write
+# fp32 (+2 each), the sum reads two fp32 and writes one (+6), then SDPA casts q and k back to bf16
+# (read 4, write 2): 20 → 36 per element, +16 (`_autocast_elementwise_bytes_per_token`).
+AUTOCAST_ROTARY_EXTRA_BYTES = 16
 # Elementwise backward traffic ≈ 2 × forward: each op's backward reads its saved input(s) and the
 # incoming gradient and writes the input gradient (the same tensors as forward, plus one).
 ELEMENTWISE_BACKWARD_RATIO = 2.0
@@ -777,10 +781,13 @@ def _autocast_elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
     casts (28h instead of 36h); Liger's kernel reads and writes fp32 (8h instead of 4h). Every
     linear that reads the fp32 normed stream (q, k, v; gate and up, or fc1) casts it to bf16
     (6 B per element), and so does the lora_A of each adapted linear that reads it. transformers'
-    rotary embedding returns cos and sin in the hidden states' dtype, fp32 here, so q·cos and
-    k·sin promote to fp32 (14 → 32 B per element) and SDPA casts them back (6): +24 per element
-    of q and k; Liger's rotary kernel works in place in q's dtype. A compiled job fuses the
-    casts into its regions: only the stream's own reads and writes widen (+4h per region).
+    rotary embedding returns cos and sin in the hidden states' dtype, fp32 here, so the two
+    products write fp32 (6 B each, not 4) and the sum reads and writes it (12, not 6): 30 B per
+    element against EAGER_ROTARY_BYTES' 20 (rotate_half's copy stays bf16; cos and sin are one
+    row per position), and SDPA casts q and k back (6): +16 per element of q and k
+    (AUTOCAST_ROTARY_EXTRA_BYTES); Liger's rotary kernel works in place in q's dtype. A compiled
+    job fuses the casts into its regions: only the stream's own reads and writes widen (+4h per
+    region).
     """
     if job.mixed_precision != "autocast":  # Job allows autocast only under bf16-mixed
         return 0.0
@@ -800,7 +807,7 @@ def _autocast_elementwise_bytes_per_token(model: ModelSpec, job: Job) -> float:
         norms = -model.norms_per_layer * 8.0 * h
     stream_readers = 3 + (2 if model.gated_mlp else 1) * experts
     casts = AUTOCAST_CAST_BYTES * h * stream_readers
-    rotary = 0.0 if job.kernels == "fused" or not model.rotary else 24.0 * (q + kv)
+    rotary = 0.0 if job.kernels == "fused" or not model.rotary else AUTOCAST_ROTARY_EXTRA_BYTES * (q + kv)
     adapted = 0.0
     if job.method != "full":
         readers = 2 if job.lora_targets == "qv" else 3  # q, v (qv) or q, k, v; o reads bf16

@@ -13,6 +13,7 @@ import pytest
 from finetune import Job, ModelSpec, estimate_time
 from finetune.architecture import block_kind, model_from_hf_config
 from finetune.time import (
+    AUTOCAST_ROTARY_EXTRA_BYTES,
     LAYER_NORM_OPS,
     OPS_PER_LAYER_FORWARD,
     RMS_NORM_OPS,
@@ -140,7 +141,9 @@ def test_no_rotary_means_no_autocast_rotary_traffic() -> None:
     job = replace(EAGER, precision="bf16-mixed", mixed_precision="autocast")
     q = kv = MPT_7B.attention_heads * MPT_7B.head_dim_
     rotating = _autocast_elementwise_bytes_per_token(replace(MPT_7B, rotary=True), job)
-    assert rotating - _autocast_elementwise_bytes_per_token(MPT_7B, job) == pytest.approx(24 * (q + kv))
+    assert rotating - _autocast_elementwise_bytes_per_token(MPT_7B, job) == pytest.approx(
+        AUTOCAST_ROTARY_EXTRA_BYTES * (q + kv)
+    )
 
 
 # --- the step ----------------------------------------------------------------------------------

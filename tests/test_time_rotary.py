@@ -10,7 +10,13 @@ from dataclasses import replace
 import pytest
 
 from finetune import Job
-from finetune.time import EAGER_ROTARY_BYTES, STREAM_EFFICIENCY, _elementwise_bytes_per_token
+from finetune.time import (
+    AUTOCAST_ROTARY_EXTRA_BYTES,
+    EAGER_ROTARY_BYTES,
+    STREAM_EFFICIENCY,
+    _autocast_elementwise_bytes_per_token,
+    _elementwise_bytes_per_token,
+)
 from warehouse.seed_models import load_models
 
 LLAMA_8B = load_models()["meta-llama/Llama-3.1-8B"]
@@ -34,6 +40,33 @@ def test_the_rotary_bytes_are_the_sum_of_its_ops() -> None:
     products = 2 * (BF16 + BF16)
     total = 3 * BF16
     assert negate + cat + products + total == EAGER_ROTARY_BYTES == 20
+
+
+def test_under_autocast_the_products_and_the_sum_widen_to_fp32_and_sdpa_casts_back() -> None:
+    # cos and sin are fp32 under autocast over fp32 modules: each product reads bf16 q and writes
+    # fp32; the sum reads two fp32 and writes one; rotate_half's copy stays bf16
+    fp32 = 4
+    negate_and_cat = BF16 + 2 * BF16
+    products = 2 * (BF16 + fp32)
+    total = 3 * fp32
+    promoted = negate_and_cat + products + total
+    cast_back = fp32 + BF16
+    assert promoted == 30
+    assert promoted + cast_back - EAGER_ROTARY_BYTES == AUTOCAST_ROTARY_EXTRA_BYTES == 16
+
+
+def test_autocast_adds_the_extra_on_q_and_k_only_where_the_family_rotates() -> None:
+    job = replace(EAGER, mixed_precision="autocast")
+    q = LLAMA_8B.attention_heads * LLAMA_8B.head_dim_
+    kv = LLAMA_8B.kv_heads * LLAMA_8B.head_dim_
+    rotating = _autocast_elementwise_bytes_per_token(LLAMA_8B, job)
+    still = _autocast_elementwise_bytes_per_token(replace(LLAMA_8B, rotary=False), job)
+    assert rotating - still == pytest.approx(AUTOCAST_ROTARY_EXTRA_BYTES * (q + kv))
+    # Liger's rotary works in place in q's dtype: nothing widens
+    fused = replace(job, kernels="fused")
+    assert _autocast_elementwise_bytes_per_token(LLAMA_8B, fused) == pytest.approx(
+        _autocast_elementwise_bytes_per_token(replace(LLAMA_8B, rotary=False), fused)
+    )
 
 
 def test_the_eager_layer_moves_the_rotary_bytes_on_q_and_k() -> None:
