@@ -21,6 +21,11 @@ Two halves, one file, so that what was measured and how it is read cannot drift 
   ATTENTION_EFFICIENCY and NATIVE_ATTENTION_EFFICIENCY), and which backend SDPA's default ran (the
   forced one whose time it matches). The training jobs run that default, so `compare` prices them
   as `native` where it is cuDNN (and `eager` where it is math).
+* chains: transformers' own eager LlamaRMSNorm, apply_rotary_pos_emb and causal-LM loss
+  (`logits.float()`, cross-entropy), forward and backward in bf16 at Llama-3.1-8B's shapes on 8k
+  tokens. `compare` divides the bytes the time model counts for each (EAGER_RMS_NORM_BYTES,
+  EAGER_ROTARY_BYTES, LOSS_BYTES_PER_LOGIT) by the time: the share of bandwidth these chains reach,
+  which the model takes as STREAM_EFFICIENCY and Liger-Kernel's A100 timings put at 44–64 %.
 * train: fine-tuning steps with transformers + PEFT as a new user runs them (a plain PyTorch loop,
   eager, SDPA attention, HF's causal-LM loss, torch AdamW (foreach), clipping at 1.0, gradient
   checkpointing non-reentrant), on random weights built from the models' published configs
@@ -50,7 +55,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-PROBE_VERSION = 2
+PROBE_VERSION = 3
 GEMM_N = 8192
 COPY_BYTES = 2 * 2**30
 # batch, heads, tokens, head dim: Llama-3.1-8B's query heads at 8k, the long-sequence case in
@@ -371,6 +376,89 @@ def measure_attention(torch: Any, device: str, tiny: bool, iters: int = 10) -> d
     }
 
 
+# the eager HF op chains the time model prices by their bytes at STREAM_EFFICIENCY (issue 23;
+# benchmarks/README.md, "Tested, not adopted"): Llama-3.1-8B's shapes on one sequence of 8k
+# tokens, its loss over the 128,256-word vocabulary
+CHAIN_TOKENS = 8192
+CHAIN_HIDDEN = 4096
+CHAIN_HEADS = (32, 8, 128)  # query heads, key/value heads, head dim
+CHAIN_VOCAB = 128256
+
+
+def _time_fwd_bwd(torch: Any, device: str, forward: Any, iters: int) -> tuple[float, float]:
+    """Median seconds of `forward()` and of the backward of what it returns (3 warm-up passes).
+    `forward` returns (outputs, incoming gradients, inputs): autograd.grad runs over them."""
+    fwd, bwd = [], []
+    for i in range(3 + iters):
+        _sync(torch, device)
+        t0 = time.perf_counter()
+        outputs, grads, inputs = forward()
+        _sync(torch, device)
+        t1 = time.perf_counter()
+        torch.autograd.grad(outputs, inputs, grads)
+        _sync(torch, device)
+        if i >= 3:
+            fwd.append(t1 - t0)
+            bwd.append(time.perf_counter() - t1)
+    return statistics.median(fwd), statistics.median(bwd)
+
+
+def measure_chains(torch: Any, device: str, tiny: bool, iters: int = 10) -> dict[str, Any]:
+    """transformers' own LlamaRMSNorm, apply_rotary_pos_emb and its causal-LM loss (logits.float()
+    then cross-entropy), timed forward and backward in bf16 at a training step's shapes; a chain
+    this transformers cannot build is recorded with its error."""
+    from transformers.models.llama import modeling_llama
+
+    tokens, hidden, vocab = (256, 256, 1024) if tiny else (CHAIN_TOKENS, CHAIN_HIDDEN, CHAIN_VOCAB)
+    q_heads, kv_heads, head_dim = (4, 2, 64) if tiny else CHAIN_HEADS
+    bf16 = torch.bfloat16
+
+    def rms_norm() -> Any:
+        norm = modeling_llama.LlamaRMSNorm(hidden, eps=1e-5).to(device=device, dtype=bf16)
+        x = torch.randn(tokens, hidden, device=device, dtype=bf16, requires_grad=True)
+        grad = torch.randn(tokens, hidden, device=device, dtype=bf16)
+        return lambda: ((norm(x),), (grad,), (x, norm.weight))
+
+    def rotary() -> Any:
+        # q and k as HF attention makes them: (1, T, heads, d) viewed as (1, heads, T, d)
+        q = torch.randn(1, tokens, q_heads, head_dim, device=device, dtype=bf16, requires_grad=True)
+        k = torch.randn(1, tokens, kv_heads, head_dim, device=device, dtype=bf16, requires_grad=True)
+        angle = torch.arange(tokens, device=device, dtype=torch.float32)[:, None] * torch.rand(
+            head_dim, device=device
+        )
+        cos, sin = angle.cos().to(bf16)[None], angle.sin().to(bf16)[None]  # (1, T, d), x's dtype
+        dq = torch.randn(1, q_heads, tokens, head_dim, device=device, dtype=bf16)
+        dk = torch.randn(1, kv_heads, tokens, head_dim, device=device, dtype=bf16)
+
+        def run() -> Any:
+            out = modeling_llama.apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+            return tuple(out), (dq, dk), (q, k)
+
+        return run
+
+    def loss() -> Any:
+        logits = torch.randn(tokens, vocab, device=device, dtype=bf16, requires_grad=True)
+        labels = torch.randint(vocab, (tokens,), device=device)
+        one = torch.ones((), device=device)
+        f = torch.nn.functional
+        return lambda: ((f.cross_entropy(logits.float(), labels),), (one,), (logits,))
+
+    chains: dict[str, dict[str, Any]] = {}
+    for name, build in (("rms_norm", rms_norm), ("rotary", rotary), ("loss", loss)):
+        try:
+            forward_s, backward_s = _time_fwd_bwd(torch, device, build(), iters)
+            chains[name] = {"forward_s": forward_s, "backward_s": backward_s}
+        except Exception as exc:  # an API this transformers lacks: say so, measure the rest
+            chains[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {
+        "tokens": tokens,
+        "hidden": hidden,
+        "heads": [q_heads, kv_heads, head_dim],
+        "vocab": vocab,
+        "chains": chains,
+    }
+
+
 def _build_model(job: TrainJob, torch: Any, device: str, tiny: bool) -> Any:
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -509,6 +597,9 @@ def measure(args: argparse.Namespace) -> int:
     report["attention"] = measure_attention(torch, device, args.tiny)
     save()
     print(f"  SDPA's default ran {report['attention']['default_is']}", flush=True)
+    print("chains: HF's eager RMSNorm, rotary and loss, fwd + bwd", flush=True)
+    report["chains"] = measure_chains(torch, device, args.tiny)
+    save()
     report["train"] = []
     for job in JOBS:
         if args.only and job.id not in args.only:
@@ -638,6 +729,62 @@ def _print_attention(attention: dict[str, Any] | None, spec: dict[str, str], rat
     return default
 
 
+# bytes per logit of the standard loss that the head writes before the loss runs: the bf16 logits,
+# the first term of LOSS_BYTES_PER_LOGIT["standard"] (the probe's loss starts from written logits)
+HEAD_LOGIT_WRITE_BYTES = 2.0
+
+
+def chain_bytes(section: dict[str, Any]) -> dict[str, tuple[float | None, float]]:
+    """Bytes the time model counts for each chain the probe timed: (forward, forward + backward).
+
+    RMSNorm and rotary by their eager per-element counts, backward ELEMENTWISE_BACKWARD_RATIO ×
+    forward, as `step_time` prices every elementwise byte; the loss by LOSS_BYTES_PER_LOGIT's
+    standard count less the head's write of the logits, forward and backward together (the model
+    counts no forward share of it apart)."""
+    from finetune.time import (
+        EAGER_RMS_NORM_BYTES,
+        EAGER_ROTARY_BYTES,
+        ELEMENTWISE_BACKWARD_RATIO,
+        LOSS_BYTES_PER_LOGIT,
+    )
+
+    tokens, hidden, vocab = section["tokens"], section["hidden"], section["vocab"]
+    q_heads, kv_heads, head_dim = section["heads"]
+    both = 1 + ELEMENTWISE_BACKWARD_RATIO
+    norm = float(EAGER_RMS_NORM_BYTES * tokens * hidden)
+    rotary = float(EAGER_ROTARY_BYTES * tokens * (q_heads + kv_heads) * head_dim)
+    loss = (LOSS_BYTES_PER_LOGIT["standard"] - HEAD_LOGIT_WRITE_BYTES) * tokens * vocab
+    return {"rms_norm": (norm, norm * both), "rotary": (rotary, rotary * both), "loss": (None, loss)}
+
+
+def _print_chains(section: dict[str, Any] | None, bandwidth_gbps: float) -> None:
+    """The eager chains' table: the model's bytes over the measured time, as a share of the
+    datasheet bandwidth, against STREAM_EFFICIENCY, at which the model prices them."""
+    from finetune.time import STREAM_EFFICIENCY
+
+    if not section or not math.isfinite(bandwidth_gbps):
+        return
+    counted = chain_bytes(section)
+    print(
+        f"\n| HF eager chain, {section['tokens']} tokens | forward GB/s | of {bandwidth_gbps:g} "
+        "| fwd + bwd GB/s | of it |"
+    )
+    print("|---|---|---|---|---|")
+    for name, result in section["chains"].items():
+        if "error" in result:
+            print(f"| {name} | failed: {result['error'][:60]} | | | |")
+            continue
+        forward_bytes, total_bytes = counted[name]
+        total = total_bytes / (result["forward_s"] + result["backward_s"]) / 1e9
+        if forward_bytes is None:
+            forward = "—", "—"
+        else:
+            rate = forward_bytes / result["forward_s"] / 1e9
+            forward = f"{rate:.0f}", f"{rate / bandwidth_gbps:.1%}"
+        print(f"| {name} | {forward[0]} | {forward[1]} | {total:.0f} | {total / bandwidth_gbps:.1%} |")
+    print(f"\nthe model prices these bytes at STREAM_EFFICIENCY, {STREAM_EFFICIENCY:.0%} of the datasheet")
+
+
 def compare(args: argparse.Namespace) -> int:
     from benchmarks.throughput_accuracy import load_gpus, predict, row_to_case
     from finetune import memory_per_gpu
@@ -703,6 +850,7 @@ def compare(args: argparse.Namespace) -> int:
             f"of {bandwidth:g} GB/s (the model's STREAM_EFFICIENCY {STREAM_EFFICIENCY})"
         )
     sdpa_default = _print_attention(report.get("attention"), spec, rated)
+    _print_chains(report.get("chains"), bandwidth)
     rows = probe_rows(report, gpu)
     by_id = {r["id"]: r for r in report.get("train", [])}
     models = load_models()

@@ -213,6 +213,10 @@ CAUSAL_FRACTION = 0.5
 # Share of datasheet DRAM bandwidth that streaming kernels reach: BabelStream triad reaches about
 # 90 % on A100 and H100 (UoB-HPC BabelStream results; NVIDIA's own STREAM figures agree).
 STREAM_EFFICIENCY = 0.90
+# Bytes per element of transformers' eager LlamaRMSNorm in bf16: the upcast reads 2 and writes 4,
+# pow reads and writes fp32 (8), mean reads it (4), x·rsqrt reads and writes fp32 (8), the downcast
+# reads 4 and writes 2 (6), ·weight reads and writes bf16 (4): 36.
+EAGER_RMS_NORM_BYTES = 36
 # Bytes per q or k element of HF's eager rotary, `q * cos + rotate_half(q) * sin` with
 # rotate_half(x) = cat((-x2, x1)) over the halves of head_dim (transformers modeling_llama.py),
 # bf16: the negation reads and writes half the elements (2), the cat reads both halves and
@@ -688,7 +692,8 @@ def model_flops_per_token(model: ModelSpec, job: Job) -> float:
 def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int = 1) -> float:
     """Forward bytes read + written per token by one layer's non-matmul ops (bf16, eager HF).
 
-    * RMSNorm (LlamaRMSNorm: upcast to fp32, square, mean, rsqrt·x, downcast, ·weight): 36h each, ×2;
+    * RMSNorm (LlamaRMSNorm: upcast to fp32, square, mean, rsqrt·x, downcast, ·weight):
+      EAGER_RMS_NORM_BYTES·h each, ×2;
       a LayerNorm family's F.layer_norm (`model.layer_norm`) 4h; a parallel block has one norm;
     * rotary on q and k (EAGER_ROTARY_BYTES per element: the cos/sin products, rotate_half's
       negated half and cat, the sum); none where the family has no rotary (`model.rotary`: learned
@@ -731,7 +736,7 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
         adapter_out, dropout_in = 6, 2
     else:
         # F.layer_norm is one native kernel: it reads x and writes y, 4h in bf16
-        norm = 4 if model.layer_norm else 36
+        norm = 4 if model.layer_norm else EAGER_RMS_NORM_BYTES
         norms_and_residuals = n_norms * norm * h + 2 * 6 * h
         rotary = EAGER_ROTARY_BYTES * (q + kv)
         act = experts * (10 if model.gated_mlp else 4) * inter

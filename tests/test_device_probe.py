@@ -78,6 +78,18 @@ def _report(tiny: bool = False, device_name: str = "NVIDIA H100 80GB HBM3") -> d
             },
             "default_is": "cudnn",
         },
+        # the eager chains at Llama-3.1-8B's shapes (seconds invented)
+        "chains": {
+            "tokens": dp.CHAIN_TOKENS,
+            "hidden": dp.CHAIN_HIDDEN,
+            "heads": list(dp.CHAIN_HEADS),
+            "vocab": dp.CHAIN_VOCAB,
+            "chains": {
+                "rms_norm": {"forward_s": 0.0004, "backward_s": 0.0009},
+                "rotary": {"forward_s": 0.0005, "backward_s": 0.0006},
+                "loss": {"error": "RuntimeError: CUDA out of memory"},
+            },
+        },
         "train": train,
     }
 
@@ -384,3 +396,48 @@ def test_a_probe_without_the_attention_section_prices_sdpa_as_flash(tmp_path: Pa
 
     # cuDNN is the faster kernel on an H100 (0.58 of peak against FA2's 0.35)
     assert p01(with_cudnn) > p01(without)
+
+
+# --- the eager chains: the model's bytes over the measured time -------------------------------
+
+
+def test_chain_bytes_are_the_time_models_own_counts():
+    from finetune.time import EAGER_RMS_NORM_BYTES, EAGER_ROTARY_BYTES, LOSS_BYTES_PER_LOGIT
+
+    section = {"tokens": 1000, "hidden": 64, "heads": [4, 2, 16], "vocab": 500, "chains": {}}
+    counted = dp.chain_bytes(section)
+    # backward is priced at twice forward (ELEMENTWISE_BACKWARD_RATIO): three times in all
+    assert counted["rms_norm"] == (EAGER_RMS_NORM_BYTES * 1000 * 64, 3 * EAGER_RMS_NORM_BYTES * 1000 * 64)
+    assert counted["rotary"] == (EAGER_ROTARY_BYTES * 1000 * 6 * 16, 3 * EAGER_ROTARY_BYTES * 1000 * 6 * 16)
+    # the loss starts from logits the head already wrote (its 2 bytes per logit), no forward share
+    assert counted["loss"] == (None, (LOSS_BYTES_PER_LOGIT["standard"] - 2) * 1000 * 500)
+
+
+def test_compare_prints_each_chains_share_of_the_datasheet_bandwidth(tmp_path: Path, capsys):
+    report = _report()
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps(report))
+    assert dp.main(["compare", str(probe)]) == 0
+    out = capsys.readouterr().out
+    tokens, hidden = dp.CHAIN_TOKENS, dp.CHAIN_HIDDEN
+    q_heads, kv_heads, head_dim = dp.CHAIN_HEADS
+    norm = 36 * tokens * hidden
+    forward = norm / 0.0004 / 1e9
+    total = 3 * norm / (0.0004 + 0.0009) / 1e9
+    line = next(ln for ln in out.splitlines() if ln.startswith("| rms_norm |"))
+    assert line == f"| rms_norm | {forward:.0f} | {forward / 3350:.1%} | {total:.0f} | {total / 3350:.1%} |"
+    rotary = 20 * tokens * (q_heads + kv_heads) * head_dim
+    line = next(ln for ln in out.splitlines() if ln.startswith("| rotary |"))
+    assert f"| {rotary / 0.0005 / 1e9:.0f} |" in line and f"| {3 * rotary / 0.0011 / 1e9:.0f} |" in line
+    # a chain that failed on the device is listed with its error, not divided
+    assert "| loss | failed: RuntimeError: CUDA out of memory |" in out
+    assert "the model prices these bytes at STREAM_EFFICIENCY, 90% of the datasheet" in out
+
+
+def test_a_probe_from_before_the_chains_prints_no_chain_table(tmp_path: Path, capsys):
+    report = _report()
+    del report["chains"]
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps(report))
+    assert dp.main(["compare", str(probe)]) == 0
+    assert "HF eager chain" not in capsys.readouterr().out
