@@ -317,6 +317,12 @@ AUTOCAST_OPS_PER_LINEAR = 2
 # Nothing of this runs where the adapters are cast to bf16 for compute: FSDP's MixedPrecision
 # (param_dtype bf16), DeepSpeed's bf16 engine (module.bfloat16()), compiled or fused stacks.
 FP32_ADAPTER_IN_BYTES = 10
+# The same branch with bf16 adapters (lora.Linear, eager): lora_B writes bf16 (2), `* scaling`
+# reads 2 and writes 2 (4), `result + ·` reads both and writes the sum (6): 12 per d_out. A
+# dispatch-level count of PEFT 0.21.2 on transformers 5.25's LlamaDecoderLayer (CPU, bf16, r 16 on
+# all seven linears) finds the scale's `mul` at 4 and the `add` at 6 bytes per output element;
+# lora_B's write is the matmul's own output.
+EAGER_ADAPTER_OUT_BYTES = 12
 FP32_ADAPTER_DROPOUT_BYTES = 9
 FP32_ADAPTER_OUT_BYTES = 28
 # Their backward moves about what their forward moved, op by op: each cast's backward casts the
@@ -706,7 +712,8 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
     * gated MLP activation (silu(gate) · up): 10I; plain MLP activation: 4I;
     * two residual adds: 6h each;
     * each LoRA-adapted linear: read its input for A (2·d_in), write B's output, scale it and add it
-      to the frozen output (10·d_out); with dropout, a copy of the input and its mask (5·d_in).
+      to the frozen output (EAGER_ADAPTER_OUT_BYTES·d_out); with dropout, a copy of the input and
+      its mask (5·d_in).
 
     Fused kernels (`job.kernels == "fused"`, Liger / Unsloth): as compiled, except that the RMSNorm
     kernel does not absorb the residual add (4h per norm plus 6h per add).
@@ -744,7 +751,7 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
         norms_and_residuals = n_norms * norm * h + 2 * 6 * h
         rotary = EAGER_ROTARY_BYTES * (q + kv)
         act = experts * (10 if model.gated_mlp else 4) * inter
-        adapter_out, dropout_in = 10, 5
+        adapter_out, dropout_in = EAGER_ADAPTER_OUT_BYTES, 5
     if not model.rotary:
         rotary = 0
     total = float(norms_and_residuals / sequence_split + rotary + layout + act)
@@ -765,7 +772,8 @@ def _eager_ops_per_layer_forward(model: ModelSpec) -> int:
 
 def _fp32_adapter_bytes_per_token(model: ModelSpec, job: Job) -> float:
     """Forward bytes per token that one layer's fp32 adapters move beyond the bf16 adapters
-    `_elementwise_bytes_per_token` counts (eager plain: 2·d_in + 10·d_out, 5·d_in for dropout):
+    `_elementwise_bytes_per_token` counts (eager plain: 2·d_in + EAGER_ADAPTER_OUT_BYTES·d_out,
+    5·d_in for dropout):
     the fp32 branch without autocast (`Job.fp32_adapters`, FP32_ADAPTER_*), or the input's cast
     to fp32 and back under the HF Trainer's autocast (`Job.adapter_input_round_trip`,
     ROUND_TRIP_BYTES); 0 where the adapters compute in bf16."""
@@ -775,7 +783,9 @@ def _fp32_adapter_bytes_per_token(model: ModelSpec, job: Job) -> float:
         return 0.0
     extra = 0.0
     for d_in, d_out in adapted_linears(model, job):
-        extra += (FP32_ADAPTER_IN_BYTES - 2) * d_in + (FP32_ADAPTER_OUT_BYTES - 10) * d_out
+        extra += (FP32_ADAPTER_IN_BYTES - 2) * d_in + (
+            FP32_ADAPTER_OUT_BYTES - EAGER_ADAPTER_OUT_BYTES
+        ) * d_out
         if job.dropout > 0:
             extra += (FP32_ADAPTER_DROPOUT_BYTES - 5) * d_in
     return extra

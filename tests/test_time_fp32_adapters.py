@@ -66,8 +66,9 @@ def test_fp32_branch_bytes_per_adapted_linear() -> None:
     kv = LLAMA_8B.kv_heads * LLAMA_8B.head_dim_
     qv = replace(PLAIN_LOOP, lora_targets="qv")
     # per adapted linear, beyond a bf16 adapter: input cast and fp32 read (10 − 2 per d_in), fp32
-    # output, scale, add and cast back (28 − 10 per d_out)
-    expected = 8 * (h + h) + 18 * (q + kv)
+    # output, scale, add and cast back (28 − 12 per d_out: the bf16 branch writes B's output,
+    # scales it and adds it, 2 + 4 + 6)
+    expected = 8 * (h + h) + 16 * (q + kv)
     assert _fp32_adapter_bytes_per_token(LLAMA_8B, qv) == pytest.approx(expected)
     # dropout copies the fp32 input: 9 per d_in instead of 5
     dropped = replace(qv, lora_dropout=0.1)
