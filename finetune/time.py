@@ -323,6 +323,11 @@ FP32_ADAPTER_IN_BYTES = 10
 # all seven linears) finds the scale's `mul` at 4 and the `add` at 6 bytes per output element;
 # lora_B's write is the matmul's own output.
 EAGER_ADAPTER_OUT_BYTES = 12
+# PEFT's LoRA layer over a bitsandbytes 4-bit base (tuners/lora/bnb.py, Linear4bit.forward) first
+# copies the frozen output, "As per Tim Dettmers, for 4bit, we need to defensively clone here":
+# `result.clone()` reads 2 and writes 2 per output element. The fp32 count above includes it; GPTQ's
+# LoRA layer (tuners/lora/gptq.py) and lora.Linear do not clone.
+BNB_RESULT_CLONE_BYTES = 4
 FP32_ADAPTER_DROPOUT_BYTES = 9
 FP32_ADAPTER_OUT_BYTES = 28
 # Their backward moves about what their forward moved, op by op: each cast's backward casts the
@@ -751,13 +756,21 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
         norms_and_residuals = n_norms * norm * h + 2 * 6 * h
         rotary = EAGER_ROTARY_BYTES * (q + kv)
         act = experts * (10 if model.gated_mlp else 4) * inter
-        adapter_out, dropout_in = EAGER_ADAPTER_OUT_BYTES, 5
+        adapter_out, dropout_in = _eager_adapter_out_bytes(job), 5
     if not model.rotary:
         rotary = 0
     total = float(norms_and_residuals / sequence_split + rotary + layout + act)
     for d_in, d_out in adapted_linears(model, job):
         total += 2 * d_in + adapter_out * d_out + (dropout_in * d_in if job.dropout > 0 else 0)
     return total
+
+
+def _eager_adapter_out_bytes(job: Job) -> int:
+    """Bytes per output element of one eager bf16 LoRA branch beyond A's input read: B's write,
+    the scale and the add, and over a bitsandbytes base PEFT's defensive clone of the frozen
+    output."""
+    bnb_base = job.method == "qlora" and job.quant != "gptq"
+    return EAGER_ADAPTER_OUT_BYTES + (BNB_RESULT_CLONE_BYTES if bnb_base else 0)
 
 
 def _eager_ops_per_layer_forward(model: ModelSpec) -> int:
@@ -782,10 +795,9 @@ def _fp32_adapter_bytes_per_token(model: ModelSpec, job: Job) -> float:
     if not job.fp32_adapters:
         return 0.0
     extra = 0.0
+    branch = _eager_adapter_out_bytes(job)
     for d_in, d_out in adapted_linears(model, job):
-        extra += (FP32_ADAPTER_IN_BYTES - 2) * d_in + (
-            FP32_ADAPTER_OUT_BYTES - EAGER_ADAPTER_OUT_BYTES
-        ) * d_out
+        extra += (FP32_ADAPTER_IN_BYTES - 2) * d_in + (FP32_ADAPTER_OUT_BYTES - branch) * d_out
         if job.dropout > 0:
             extra += (FP32_ADAPTER_DROPOUT_BYTES - 5) * d_in
     return extra
