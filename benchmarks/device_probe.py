@@ -317,24 +317,28 @@ def measure_copy(torch: Any, device: str, nbytes: int) -> dict[str, Any]:
     return {"bytes": nbytes, "read_plus_write_gbps": statistics.median(rates)}
 
 
+def _time_fwd_bwd(torch: Any, device: str, forward: Any, iters: int) -> tuple[float, float]:
+    """Median seconds of `forward()` and of the backward of what it returns (3 warm-up passes).
+    `forward` returns (outputs, incoming gradients, inputs): autograd.grad runs over them."""
+    fwd, bwd = [], []
+    for i in range(3 + iters):
+        _sync(torch, device)
+        t0 = time.perf_counter()
+        outputs, grads, inputs = forward()
+        _sync(torch, device)
+        t1 = time.perf_counter()
+        torch.autograd.grad(outputs, inputs, grads)
+        _sync(torch, device)
+        if i >= 3:
+            fwd.append(t1 - t0)
+            bwd.append(time.perf_counter() - t1)
+    return statistics.median(fwd), statistics.median(bwd)
+
+
 def _time_sdpa(torch: Any, device: str, q: Any, k: Any, v: Any, grad: Any, iters: int) -> tuple[float, float]:
     """Median forward and backward seconds of causal SDPA on q, k, v (3 warm-up passes)."""
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    forward, backward = [], []
-    for i in range(3 + iters):
-        for t in (q, k, v):
-            t.grad = None
-        _sync(torch, device)
-        t0 = time.perf_counter()
-        out = sdpa(q, k, v, is_causal=True)
-        _sync(torch, device)
-        t1 = time.perf_counter()
-        out.backward(grad)
-        _sync(torch, device)
-        if i >= 3:
-            forward.append(t1 - t0)
-            backward.append(time.perf_counter() - t1)
-    return statistics.median(forward), statistics.median(backward)
+    return _time_fwd_bwd(torch, device, lambda: ((sdpa(q, k, v, is_causal=True),), (grad,), (q, k, v)), iters)
 
 
 def measure_attention(torch: Any, device: str, tiny: bool, iters: int = 10) -> dict[str, Any]:
@@ -383,24 +387,6 @@ CHAIN_TOKENS = 8192
 CHAIN_HIDDEN = 4096
 CHAIN_HEADS = (32, 8, 128)  # query heads, key/value heads, head dim
 CHAIN_VOCAB = 128256
-
-
-def _time_fwd_bwd(torch: Any, device: str, forward: Any, iters: int) -> tuple[float, float]:
-    """Median seconds of `forward()` and of the backward of what it returns (3 warm-up passes).
-    `forward` returns (outputs, incoming gradients, inputs): autograd.grad runs over them."""
-    fwd, bwd = [], []
-    for i in range(3 + iters):
-        _sync(torch, device)
-        t0 = time.perf_counter()
-        outputs, grads, inputs = forward()
-        _sync(torch, device)
-        t1 = time.perf_counter()
-        torch.autograd.grad(outputs, inputs, grads)
-        _sync(torch, device)
-        if i >= 3:
-            fwd.append(t1 - t0)
-            bwd.append(time.perf_counter() - t1)
-    return statistics.median(fwd), statistics.median(bwd)
 
 
 def measure_chains(torch: Any, device: str, tiny: bool, iters: int = 10) -> dict[str, Any]:
