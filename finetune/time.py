@@ -328,6 +328,21 @@ EAGER_ADAPTER_OUT_BYTES = 12
 # `result.clone()` reads 2 and writes 2 per output element. The fp32 count above includes it; GPTQ's
 # LoRA layer (tuners/lora/gptq.py) and lora.Linear do not clone.
 BNB_RESULT_CLONE_BYTES = 4
+# Dropout on the branch's input, CUDA's fused native_dropout: reads the input (2), writes the
+# dropped copy (2) and the bool mask (1): 5 per d_in.
+EAGER_DROPOUT_BYTES = 5
+# The bf16 branch's backward, op by op, instead of ELEMENTWISE_BACKWARD_RATIO × its forward:
+# `* scaling`'s backward scales the incoming gradient (read 2, write 2 per d_out); lora_B's weight
+# gradient and input gradient each read that gradient (2 + 2); lora_A's weight gradient reads the
+# input (2 per d_in), its input gradient writes one (2), and autograd adds it to the frozen
+# path's gradient of the same input (read 2 + 2, write 2): 8 per d_out, 10 per d_in. The clone
+# over a bitsandbytes base passes its gradient on untouched. Dropout's backward multiplies the
+# gradient by the saved mask (read 2 + 1, write 2): 5 per d_in. benchmarks/eager_bytes.py's count
+# of PEFT 0.21.2's backward finds the elementwise part, the scale at 4 per d_out and the
+# accumulation at 6 per d_in; the rest is the adapters' matmuls' own reads and writes.
+EAGER_ADAPTER_BACKWARD_OUT_BYTES = 8
+EAGER_ADAPTER_BACKWARD_IN_BYTES = 10
+DROPOUT_BACKWARD_BYTES = 5
 FP32_ADAPTER_DROPOUT_BYTES = 9
 FP32_ADAPTER_OUT_BYTES = 28
 # Their backward moves about what their forward moved, op by op: each cast's backward casts the
@@ -756,13 +771,35 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
         norms_and_residuals = n_norms * norm * h + 2 * 6 * h
         rotary = EAGER_ROTARY_BYTES * (q + kv)
         act = experts * (10 if model.gated_mlp else 4) * inter
-        adapter_out, dropout_in = _eager_adapter_out_bytes(job), 5
+        adapter_out, dropout_in = _eager_adapter_out_bytes(job), EAGER_DROPOUT_BYTES
     if not model.rotary:
         rotary = 0
     total = float(norms_and_residuals / sequence_split + rotary + layout + act)
+    return total + _adapter_forward_bytes(model, job, adapter_out, dropout_in)
+
+
+def _adapter_forward_bytes(model: ModelSpec, job: Job, adapter_out: int, dropout_in: int) -> float:
+    """Forward bytes per token of one layer's LoRA branches: A reads each input (2·d_in), the branch
+    moves `adapter_out` per output element, dropout `dropout_in` per input element."""
+    total = 0.0
     for d_in, d_out in adapted_linears(model, job):
         total += 2 * d_in + adapter_out * d_out + (dropout_in * d_in if job.dropout > 0 else 0)
     return total
+
+
+def _eager_adapter_backward_excess(model: ModelSpec, job: Job) -> float:
+    """Bytes per token per layer that the eager bf16 LoRA branches' counted backward
+    (EAGER_ADAPTER_BACKWARD_*) moves beyond ELEMENTWISE_BACKWARD_RATIO × their forward, which
+    `step_time` charges every elementwise byte (negative: the branch's backward moves less). 0 for
+    the fused and compiled stacks, whose adapter kernels no count has checked."""
+    if job.compiled or job.kernels != "plain":
+        return 0.0
+    forward = _adapter_forward_bytes(model, job, _eager_adapter_out_bytes(job), EAGER_DROPOUT_BYTES)
+    backward = 0.0
+    for d_in, d_out in adapted_linears(model, job):
+        backward += EAGER_ADAPTER_BACKWARD_IN_BYTES * d_in + EAGER_ADAPTER_BACKWARD_OUT_BYTES * d_out
+        backward += DROPOUT_BACKWARD_BYTES * d_in if job.dropout > 0 else 0
+    return backward - ELEMENTWISE_BACKWARD_RATIO * forward
 
 
 def _eager_adapter_out_bytes(job: Job) -> int:
@@ -1056,6 +1093,8 @@ def step_time(
     per_token += _autocast_elementwise_bytes_per_token(model, job)
     elementwise = per_token * model.layers * tokens
     elementwise *= fwd_passes + ELEMENTWISE_BACKWARD_RATIO
+    # the eager LoRA branches' backward by its own count, not the ratio
+    elementwise += _eager_adapter_backward_excess(model, job) * model.layers * tokens
     elementwise += (
         _fp32_adapter_bytes_per_token(model, job)
         * model.layers

@@ -12,11 +12,18 @@ import pytest
 from finetune import Job
 from finetune.time import (
     BNB_RESULT_CLONE_BYTES,
+    DROPOUT_BACKWARD_BYTES,
+    EAGER_ADAPTER_BACKWARD_IN_BYTES,
+    EAGER_ADAPTER_BACKWARD_OUT_BYTES,
     EAGER_ADAPTER_OUT_BYTES,
+    ELEMENTWISE_BACKWARD_RATIO,
     FP32_ADAPTER_OUT_BYTES,
+    _eager_adapter_backward_excess,
     _elementwise_bytes_per_token,
     _fp32_adapter_bytes_per_token,
+    step_time,
 )
+from tests.factories import H100
 from warehouse.seed_models import load_models
 
 LLAMA_8B = load_models()["meta-llama/Llama-3.1-8B"]
@@ -86,3 +93,49 @@ def test_the_fp32_branch_over_a_bitsandbytes_base_keeps_its_total_too() -> None:
     assert extra - 8 * (h + h) == pytest.approx(
         (FP32_ADAPTER_OUT_BYTES - EAGER_ADAPTER_OUT_BYTES - BNB_RESULT_CLONE_BYTES) * (q + kv)
     )
+
+
+# --- the branch's backward, counted instead of 2 × its forward ----------------------------------
+
+
+def test_the_branchs_backward_is_its_ops() -> None:
+    # per d_out: the scale's backward (read 2, write 2), lora_B's weight and input gradients each
+    # read the incoming gradient (2 + 2)
+    assert (BF16 + BF16) + 2 * BF16 == EAGER_ADAPTER_BACKWARD_OUT_BYTES == 8
+    # per d_in: lora_A's weight gradient reads the input (2), its input gradient is written (2) and
+    # added to the frozen path's (read 2 + 2, write 2)
+    assert BF16 + BF16 + 3 * BF16 == EAGER_ADAPTER_BACKWARD_IN_BYTES == 10
+    # dropout's backward: the gradient times the saved bool mask, written (2 + 1 + 2)
+    assert BF16 + 1 + BF16 == DROPOUT_BACKWARD_BYTES == 5
+
+
+def test_the_excess_replaces_the_ratio_for_the_branch_only() -> None:
+    h = LLAMA_8B.hidden_size
+    q = LLAMA_8B.attention_heads * LLAMA_8B.head_dim_
+    kv = LLAMA_8B.kv_heads * LLAMA_8B.head_dim_
+    forward = 2 * (h + h) + EAGER_ADAPTER_OUT_BYTES * (q + kv)
+    backward = EAGER_ADAPTER_BACKWARD_IN_BYTES * (h + h) + EAGER_ADAPTER_BACKWARD_OUT_BYTES * (q + kv)
+    excess = _eager_adapter_backward_excess(LLAMA_8B, SHARDED)
+    assert excess == pytest.approx(backward - ELEMENTWISE_BACKWARD_RATIO * forward)
+    # the branch's backward moves less than twice its forward
+    assert excess < 0
+    # with dropout: its forward copy (5 per d_in) against its backward's 5
+    dropped = replace(SHARDED, lora_dropout=0.1)
+    assert _eager_adapter_backward_excess(LLAMA_8B, dropped) - excess == pytest.approx(
+        (DROPOUT_BACKWARD_BYTES - ELEMENTWISE_BACKWARD_RATIO * 5) * (h + h)
+    )
+    # fused and compiled stacks keep the ratio: no count has checked their adapter kernels
+    assert _eager_adapter_backward_excess(LLAMA_8B, replace(SHARDED, kernels="fused")) == 0
+    assert _eager_adapter_backward_excess(LLAMA_8B, replace(SHARDED, compiled=True)) == 0
+    assert _eager_adapter_backward_excess(LLAMA_8B, replace(SHARDED, method="full")) == 0
+
+
+def test_the_step_charges_the_counted_backward() -> None:
+    step = step_time(LLAMA_8B, SHARDED, H100, 8, 450e9, True)
+    tokens = SHARDED.seq_len * SHARDED.micro_batch
+    passes = 2 + ELEMENTWISE_BACKWARD_RATIO  # forward and recompute (checkpointing), backward
+    per_layer = _elementwise_bytes_per_token(LLAMA_8B, SHARDED) * passes + _eager_adapter_backward_excess(
+        LLAMA_8B, SHARDED
+    )
+    # bf16 adapters under FSDP: no fp32 branch, no autocast casts; streamed at 90 % of 3,350 GB/s
+    assert step.elementwise_s == pytest.approx(per_layer * LLAMA_8B.layers * tokens / (0.9 * 3350e9))
