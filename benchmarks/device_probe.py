@@ -715,11 +715,6 @@ def _print_attention(attention: dict[str, Any] | None, spec: dict[str, str], rat
     return default
 
 
-# bytes per logit of the standard loss that the head writes before the loss runs: the bf16 logits,
-# the first term of LOSS_BYTES_PER_LOGIT["standard"] (the probe's loss starts from written logits)
-HEAD_LOGIT_WRITE_BYTES = 2.0
-
-
 def chain_bytes(section: dict[str, Any]) -> dict[str, tuple[float | None, float]]:
     """Bytes the time model counts for each chain the probe timed: (forward, forward + backward).
 
@@ -731,6 +726,7 @@ def chain_bytes(section: dict[str, Any]) -> dict[str, tuple[float | None, float]
         EAGER_RMS_NORM_BYTES,
         EAGER_ROTARY_BYTES,
         ELEMENTWISE_BACKWARD_RATIO,
+        HEAD_LOGIT_WRITE_BYTES,
         LOSS_BYTES_PER_LOGIT,
     )
 

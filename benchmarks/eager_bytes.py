@@ -187,16 +187,20 @@ def count(args: argparse.Namespace) -> int:
 
 
 def model_counts() -> dict[str, float]:
-    """The same quantities from the time model, for the shapes `count` uses."""
+    """The same quantities from the time model's own functions, for the shapes `count` uses."""
+    from dataclasses import replace
+
     from finetune import Job
     from finetune.architecture import model_from_hf_config
+    from finetune.memory import adapted_linears
     from finetune.time import (
-        EAGER_ADAPTER_OUT_BYTES,
         EAGER_RMS_NORM_BYTES,
         EAGER_ROTARY_BYTES,
-        FP32_ADAPTER_OUT_BYTES,
+        HEAD_LOGIT_WRITE_BYTES,
         LOSS_BYTES_PER_LOGIT,
         _elementwise_bytes_per_token,
+        _fp32_adapter_bytes_per_token,
+        attention_layout_bytes,
     )
 
     c = LAYER
@@ -213,23 +217,37 @@ def model_counts() -> dict[str, float]:
         },
         "eager-bytes-layer",
     )
-    q, kv = c["heads"] * c["head_dim"], c["kv_heads"] * c["head_dim"]
-    layout = 4 * (2 * q + 2 * kv)  # the attention layout copies: version-dependent, not compared
+    layout = attention_layout_bytes(model)  # version-dependent: not compared
     bare = _elementwise_bytes_per_token(model, Job(method="full", seq_len=c["tokens"])) - layout
-    d_out = 2 * q + 2 * kv + 2 * c["intermediate"] + c["hidden"]  # q, o; k, v; gate, up; down
-    # the adapters' own elementwise ops; lora_B's write is a matmul output, counted with the FLOPs
-    bf16_branch = (EAGER_ADAPTER_OUT_BYTES - 2) * d_out
-    d_in = 6 * c["hidden"] + c["intermediate"]
-    # fp32: the input cast (6 per d_in) and, per d_out, the scale, add and cast back (28 − 4)
-    fp32_branch = 6 * d_in + (FP32_ADAPTER_OUT_BYTES - 4) * d_out
+    # the adapters as `count` builds them: bf16 (as FSDP casts them) and PEFT's fp32 (one GPU, no
+    # autocast), r 16 on all seven linears, no dropout
+    bf16 = Job(
+        method="lora",
+        seq_len=c["tokens"],
+        lora_rank=LORA_RANK,
+        lora_targets="all-linear",
+        lora_dropout=0.0,
+        sharding="zero3",
+    )
+    fp32 = replace(bf16, sharding="none", mixed_precision="none")
+    # the count leaves matmuls out, so the adapters' own matmul traffic comes off the model's: A
+    # reads its input and B writes its output, 2 bytes per element in bf16 and 4 in fp32
+    matmul_io = sum(d_in + d_out for d_in, d_out in adapted_linears(model, bf16))
+    lora = _elementwise_bytes_per_token(model, bf16) - layout - 2 * matmul_io
+    lora_fp32 = (
+        _elementwise_bytes_per_token(model, fp32)
+        + _fp32_adapter_bytes_per_token(model, fp32)
+        - layout
+        - 4 * matmul_io
+    )
     return {
         "rms_norm_per_element": float(EAGER_RMS_NORM_BYTES),
         "rotary_per_element": float(EAGER_ROTARY_BYTES),
-        # the probe's loss starts from logits the head already wrote (2 bytes per logit)
-        "loss_per_logit": LOSS_BYTES_PER_LOGIT["standard"] - 2,
+        # `count`'s loss starts from logits the head already wrote
+        "loss_per_logit": LOSS_BYTES_PER_LOGIT["standard"] - HEAD_LOGIT_WRITE_BYTES,
         "layer bare": bare,
-        "layer lora": bare + bf16_branch,
-        "layer lora_fp32": bare + fp32_branch,
+        "layer lora": lora,
+        "layer lora_fp32": lora_fp32,
     }
 
 

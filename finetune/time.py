@@ -393,6 +393,8 @@ FALLBACK_FLOPS_PER_BYTE = 989e12 / 3350e9
 # compiled (the standard loss under torch.compile): the head writes the bf16 logits (2); Inductor's
 # cross-entropy reads them for the row max and again for the sum of exponentials (4), the upcast
 # fused into both; its backward reads them once more and writes the bf16 gradient (4) = 10.
+# the first term of each count above: the head writes the logits in bf16
+HEAD_LOGIT_WRITE_BYTES = 2.0
 LOSS_BYTES_PER_LOGIT: dict[str, float] = {"standard": 42.0, "chunked": 42.0, "fused": 8.0, "compiled": 10.0}
 # Tensor-parallel collectives (`finetune.tensor_parallel`, Korthikanti et al. 2022 §4.2.2): per
 # decoder layer and pass two all-gathers and two reduce-scatters around attention and the MLP; outside
@@ -751,7 +753,7 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
     h, inter = model.hidden_size, model.intermediate_size
     q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
     experts = model.experts_per_token if model.is_moe and model.experts_per_token else 1
-    layout = 4 * (2 * q + 2 * kv)
+    layout = attention_layout_bytes(model)
     n_norms = model.norms_per_layer
     if job.compiled:
         norms_and_residuals = 2 * 8 * h
@@ -776,6 +778,15 @@ def _elementwise_bytes_per_token(model: ModelSpec, job: Job, sequence_split: int
         rotary = 0
     total = float(norms_and_residuals / sequence_split + rotary + layout + act)
     return total + _adapter_forward_bytes(model, job, adapter_out, dropout_in)
+
+
+def attention_layout_bytes(model: ModelSpec) -> int:
+    """Forward bytes per token of the layout copies around attention (transposes to and from heads):
+    q, k, v and the output read and written once each, bf16. Which copies a stack makes depends on
+    its transformers version (repeat_kv, `.contiguous()`), so this is the count's one term that
+    benchmarks/eager_bytes.py does not compare."""
+    q, kv = model.attention_heads * model.head_dim_, model.kv_heads * model.head_dim_
+    return 4 * (2 * q + 2 * kv)
 
 
 def _adapter_forward_bytes(model: ModelSpec, job: Job, adapter_out: int, dropout_in: int) -> float:
