@@ -476,6 +476,81 @@ def report(label: str, results: list[Result]) -> None:
             print(_summary_line(f"{prefix} {name}", groups[name]))
     excluded = len(results) - len(scored)
     print(f"\n{len(scored)} scored, {excluded} excluded (score=no or not expressible)\n")
+    report_pairs(scored)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One job measured on two GPUs by one source: what the measurements say of b against a, and
+    what the model says."""
+
+    setup: str
+    gpu_a: str
+    gpu_b: str
+    measured_ratio: float
+    model_ratio: float
+
+    @property
+    def model_over_measured(self) -> float:
+        """Above 1: the model rates GPU b faster against a than the runs measured."""
+        return self.model_ratio / self.measured_ratio
+
+
+def pairs(results: list[Result]) -> list[Pair]:
+    """Scored rows that differ only in their GPU (same model, job, GPU count and node shape), one
+    Pair per two GPUs, a before b by name. The same code on two parts cancels everything the two
+    runs share (stack, kernels, data), so the quotient isolates how the model rates one part
+    against the other."""
+    groups: dict[tuple[object, ...], dict[str, Result]] = defaultdict(dict)
+    for r in results:
+        c = r.case
+        if r.predicted_tokens_per_s is None or c.model is None:
+            continue
+        key = (c.model.model_id, c.job, c.n_gpus, c.gpus_per_node, c.inter_node_gbps)
+        groups[key].setdefault(c.gpu_name, r)
+    out = []
+    for by_gpu in groups.values():
+        names = sorted(by_gpu)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                ra, rb = by_gpu[a], by_gpu[b]
+                assert ra.predicted_tokens_per_s is not None and rb.predicted_tokens_per_s is not None
+                out.append(
+                    Pair(
+                        setup=ra.case.setup.replace(a, "·"),
+                        gpu_a=a,
+                        gpu_b=b,
+                        measured_ratio=rb.case.measured_tokens_per_s / ra.case.measured_tokens_per_s,
+                        model_ratio=rb.predicted_tokens_per_s / ra.predicted_tokens_per_s,
+                    )
+                )
+    return out
+
+
+def report_pairs(results: list[Result]) -> None:
+    """Print the set's side-by-side pairs and, per two GPUs, the median model/measured quotient."""
+    found = pairs(results)
+    if not found:
+        return
+    print("### side by side: one job on two GPUs\n")
+    print("| setup | b / a | measured | model | model / measured |")
+    print("|---|---|---|---|---|")
+    for p in found:
+        print(
+            f"| {p.setup} | {p.gpu_b} / {p.gpu_a} | {p.measured_ratio:.2f} | {p.model_ratio:.2f} "
+            f"| {p.model_over_measured:.2f} |"
+        )
+    by_parts: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for p in found:
+        by_parts[(p.gpu_a, p.gpu_b)].append(p.model_over_measured)
+    print("\n| b / a | pairs | median model / measured | range |")
+    print("|---|---|---|---|")
+    for (a, b), quotients in sorted(by_parts.items()):
+        print(
+            f"| {b} / {a} | {len(quotients)} | {statistics.median(quotients):.2f} "
+            f"| {min(quotients):.2f}–{max(quotients):.2f} |"
+        )
+    print()
 
 
 def main(argv: list[str]) -> int:
