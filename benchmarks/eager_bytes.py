@@ -18,7 +18,9 @@ by FLOPs. What is counted, in bf16 (`COUNTS`):
   position, shared by the heads) apart;
 * loss: `F.cross_entropy(logits.float(), labels)`, forward and backward, per logit;
 * layer: a LlamaDecoderLayer's forward outside its matmuls and attention, per token; bare, with
-  PEFT LoRA on all seven linears in bf16 (`lora`) and in PEFT's default fp32 (`lora_fp32`).
+  PEFT LoRA on all seven linears in bf16 (`lora`) and in PEFT's default fp32 (`lora_fp32`); and
+  the bare layer's backward with its weights frozen (`bare_backward`), against
+  ELEMENTWISE_BACKWARD_RATIO × its forward.
 
 `compare` reads the same quantities from `finetune.time` and prints both with their difference.
 A count only checks what it counts: the layout copies around attention depend on the transformers
@@ -32,7 +34,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from finetune.architecture import ModelSpec
 
 # the decoder layer counted: small, with Llama's proportions and GQA (8 query, 4 key/value heads)
 LAYER = {"hidden": 512, "intermediate": 1376, "heads": 8, "kv_heads": 4, "head_dim": 64, "tokens": 1024}
@@ -84,8 +89,10 @@ def _bytes(ops: list[tuple[str, int, int]]) -> float:
     return float(sum(r + w for name, r, w in ops if not name.startswith(FLOP_OPS)))
 
 
-def count_layer(torch: Any, adapters: str | None) -> float:
-    """Forward bytes per token of one decoder layer outside its matmuls and attention."""
+def count_layer(torch: Any, adapters: str | None, backward: bool = False) -> float:
+    """Forward bytes per token of one decoder layer outside its matmuls and attention; with
+    `backward`, the bytes of its backward instead, its weights frozen (LoRA's base) and the input
+    requiring a gradient (a layer that is not the first)."""
     from transformers import LlamaConfig
     from transformers.models.llama import modeling_llama
 
@@ -101,6 +108,7 @@ def count_layer(torch: Any, adapters: str | None) -> float:
     )
     config._attn_implementation = "sdpa"
     layer: Any = modeling_llama.LlamaDecoderLayer(config, 0).to(torch.bfloat16)
+    layer.requires_grad_(False)
     if adapters:
         from peft import LoraConfig, get_peft_model
 
@@ -121,8 +129,14 @@ def count_layer(torch: Any, adapters: str | None) -> float:
             layer = layer.to(torch.bfloat16)
     x = torch.randn(1, c["tokens"], c["hidden"], dtype=torch.bfloat16, requires_grad=True)
     cos, sin = modeling_llama.LlamaRotaryEmbedding(config)(x, torch.arange(c["tokens"])[None])
+    with _counter(torch)() as forward:
+        out = layer(x, position_embeddings=(cos, sin), attention_mask=None)
+    if not backward:
+        return _bytes(forward.ops) / c["tokens"]
+    out = out[0] if isinstance(out, tuple) else out
+    grad = torch.randn_like(out)
     with _counter(torch)() as counted:
-        layer(x, position_embeddings=(cos, sin), attention_mask=None)
+        out.backward(grad)
     return _bytes(counted.ops) / c["tokens"]
 
 
@@ -176,6 +190,7 @@ def count(args: argparse.Namespace) -> int:
             "bare": count_layer(torch, None),
             "lora": count_layer(torch, "bf16"),
             "lora_fp32": count_layer(torch, "fp32"),
+            "bare_backward": count_layer(torch, None, backward=True),
         },
     }
     Path(args.out).write_text(json.dumps(report, indent=1))
@@ -186,25 +201,12 @@ def count(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- compare (this side)
 
 
-def model_counts() -> dict[str, float]:
-    """The same quantities from the time model's own functions, for the shapes `count` uses."""
-    from dataclasses import replace
-
-    from finetune import Job
+def layer_model() -> ModelSpec:
+    """The decoder layer `count` builds, as the time model reads a config."""
     from finetune.architecture import model_from_hf_config
-    from finetune.memory import adapted_linears
-    from finetune.time import (
-        EAGER_RMS_NORM_BYTES,
-        EAGER_ROTARY_BYTES,
-        HEAD_LOGIT_WRITE_BYTES,
-        LOSS_BYTES_PER_LOGIT,
-        _elementwise_bytes_per_token,
-        _fp32_adapter_bytes_per_token,
-        attention_layout_bytes,
-    )
 
     c = LAYER
-    model = model_from_hf_config(
+    return model_from_hf_config(
         {
             "model_type": "llama",
             "hidden_size": c["hidden"],
@@ -217,6 +219,27 @@ def model_counts() -> dict[str, float]:
         },
         "eager-bytes-layer",
     )
+
+
+def model_counts() -> dict[str, float]:
+    """The same quantities from the time model's own functions, for the shapes `count` uses."""
+    from dataclasses import replace
+
+    from finetune import Job
+    from finetune.memory import adapted_linears
+    from finetune.time import (
+        EAGER_RMS_NORM_BYTES,
+        EAGER_ROTARY_BYTES,
+        ELEMENTWISE_BACKWARD_RATIO,
+        HEAD_LOGIT_WRITE_BYTES,
+        LOSS_BYTES_PER_LOGIT,
+        _elementwise_bytes_per_token,
+        _fp32_adapter_bytes_per_token,
+        attention_layout_bytes,
+    )
+
+    c = LAYER
+    model = layer_model()
     layout = attention_layout_bytes(model)  # version-dependent: not compared
     bare = _elementwise_bytes_per_token(model, Job(method="full", seq_len=c["tokens"])) - layout
     # the adapters as `count` builds them: bf16 (as FSDP casts them) and PEFT's fp32 (one GPU, no
@@ -248,6 +271,11 @@ def model_counts() -> dict[str, float]:
         "layer bare": bare,
         "layer lora": lora,
         "layer lora_fp32": lora_fp32,
+        # backward as the model prices it: ELEMENTWISE_BACKWARD_RATIO × the whole forward, layout
+        # term included (the backward's own gradient copies: rotate_half's slice backward
+        # zero-fills a full q or k, contiguous's backward clones, in transformers 5.x, which
+        # makes no layout copy in forward)
+        "layer bare_backward": ELEMENTWISE_BACKWARD_RATIO * (bare + layout),
     }
 
 

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from benchmarks import eager_bytes as eb
-from finetune.time import EAGER_RMS_NORM_BYTES, EAGER_ROTARY_BYTES, LOSS_BYTES_PER_LOGIT
+from finetune.time import (
+    EAGER_RMS_NORM_BYTES,
+    EAGER_ROTARY_BYTES,
+    ELEMENTWISE_BACKWARD_RATIO,
+    LOSS_BYTES_PER_LOGIT,
+    attention_layout_bytes,
+)
 
 # what count printed with torch 2.13.0+cpu, transformers 5.25.0 and peft 0.21.2 (2026-12-07)
 COUNTED = {
@@ -21,7 +27,7 @@ COUNTED = {
     "rotary_per_element": 20.0,
     "loss_ops": list(eb.LOSS_OPS),
     "loss_per_logit": 44.016046875,
-    "layer_per_token": {"bare": 72690.0, "lora": 120690.0, "lora_fp32": 214578.0},
+    "layer_per_token": {"bare": 72690.0, "lora": 120690.0, "lora_fp32": 214578.0, "bare_backward": 155402.0},
 }
 
 
@@ -52,11 +58,35 @@ def test_the_counts_of_2026_12_agree_with_the_model_within_a_percent():
         "layer bare",
         "layer lora",
         "layer lora_fp32",
+        "layer bare_backward",
     ]
-    for name, counted, model in rows:
+    for name, counted, model in rows[:-1]:
         # the layer's excess over the model: the cos and sin rows the products read, per-row rsqrt
         assert counted == pytest.approx(model, rel=0.01), name
         assert counted >= model, name
+    # the frozen layer's backward: twice the forward with the layout term, 0.7 % over the count
+    name, counted, model = rows[-1]
+    assert name == "layer bare_backward"
+    assert counted == pytest.approx(model, rel=0.01)
+
+
+def test_the_backward_is_priced_at_the_ratio_times_the_forward_with_its_layout_term():
+    model = eb.model_counts()
+    layout = attention_layout_bytes(eb.layer_model())
+    assert model["layer bare_backward"] == ELEMENTWISE_BACKWARD_RATIO * (model["layer bare"] + layout)
+    # without the layout term the ratio would price the counted backward 7 % short: the
+    # backward's own copies (rotate_half's slice backward, contiguous's clone) are what it covers
+    assert (
+        ELEMENTWISE_BACKWARD_RATIO * model["layer bare"] < 0.94 * COUNTED["layer_per_token"]["bare_backward"]
+    )
+
+
+def test_an_old_count_without_the_backward_compares_what_it_has():
+    old = {
+        **COUNTED,
+        "layer_per_token": {k: v for k, v in COUNTED["layer_per_token"].items() if k != "bare_backward"},
+    }
+    assert "layer bare_backward" not in [name for name, _, _ in eb.compare_rows(old)]
 
 
 def test_a_count_short_of_the_model_shows_as_a_negative_difference(tmp_path: Path, capsys):
