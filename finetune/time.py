@@ -174,6 +174,9 @@ GEMM_TILES_PER_SM = 1
 # published figure), bf16, head dim 128, 16k tokens, batch 1/2/4/8: fwd + bwd
 # 223.08, 230.54, 231.57, 228.36 TFLOPS (forward 310–356, backward 194–207) on an MI300X under
 # ROCm 6.3.2 (ROCm/flash-attention issue #142, 2025-05): the median, 229.45 of 1307.4, is 0.18.
+# On half-rate parts (gpus.csv `half_rate_accumulate`: GeForce cards, L40, A10G, RTX 6000 Ada) the
+# share is of their rated half-rate figure and higher: the kernels' matmuls accumulate in FP32
+# at half rate while the rest of the kernel runs at full speed (`half_rate_attention_share`).
 ATTENTION_EFFICIENCY: dict[str, float] = {
     "Ampere": 0.60,
     "Ada Lovelace": 0.60,
@@ -456,10 +459,25 @@ class Accelerator:
         attention's matmuls run at FA2's rate too; its score traffic is priced apart."""
         flash = ATTENTION_EFFICIENCY.get(self.architecture or "", ATTENTION_EFFICIENCY_DEFAULT)
         if kernel == "native":
-            return NATIVE_ATTENTION_EFFICIENCY.get(self.architecture or "", flash)
-        if kernel == "flash1":
-            return flash / FA2_SPEEDUP_OVER_FA1
-        return flash
+            share = NATIVE_ATTENTION_EFFICIENCY.get(self.architecture or "", flash)
+        elif kernel == "flash1":
+            share = flash / FA2_SPEEDUP_OVER_FA1
+        else:
+            share = flash
+        return half_rate_attention_share(share) if self.half_rate_accumulate else share
+
+
+def half_rate_attention_share(share: float) -> float:
+    """An attention kernel's share of a half-rate part's rated figure, from its share at full rate.
+
+    Of the kernel's time at full rate, `share` is its matmuls at the dense peak and 1 − share the
+    rest (softmax's exponentials on the SFU, rescaling, loads). On a half-rate part the matmuls
+    take twice as long and the rest does not change: the SFU's exponentials run at 16 per clock
+    per SM on compute capability 8.0, 8.6 and 8.9 alike (CUDA C++ Programming Guide, "Arithmetic
+    Instructions" throughput table), and GA102 and AD102 do twice A100's FP32 per SM. So
+    2·share / (2·share + 1 − share) = 2·share / (1 + share): FA2's 0.6 becomes 0.75.
+    """
+    return 2.0 * share / (1.0 + share)
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,12 @@ from finetune import Accelerator, FinetuneJob, Job, estimate_time
 from finetune.offer import hardware_of
 from finetune.placement import Hardware, MemoryTable, place, plan_job
 from finetune.time import (
+    ATTENTION_EFFICIENCY,
+    FA2_SPEEDUP_OVER_FA1,
     GEMM_EFFICIENCY,
     GEMM_EFFICIENCY_HALF_RATE,
     gemm_shape_efficiency,
+    half_rate_attention_share,
     step_time,
 )
 from warehouse.hardware import GpuSpec, HardwareCatalog
@@ -142,14 +145,15 @@ def test_tile_and_wave_quantization_still_apply_on_top() -> None:
         assert half <= GEMM_EFFICIENCY_HALF_RATE
 
 
-def test_only_the_matmuls_speed_up() -> None:
+def test_only_the_matmuls_and_the_attention_kernels_speed_up() -> None:
     full_rate = replace(RTX4090, half_rate_accumulate=False)
     half = step_time(LLAMA_8B, LORA, RTX4090, 1, None, True)
     full = step_time(LLAMA_8B, LORA, full_rate, 1, None, True)
     # this step is compute bound, so the matmuls scale by the ratio of the two shares
     assert full.matmul_s / half.matmul_s == pytest.approx(GEMM_EFFICIENCY_HALF_RATE / GEMM_EFFICIENCY)
-    assert (half.attention_s, half.elementwise_s, half.loss_s, half.dequant_s, half.dispatch_s) == (
-        full.attention_s,
+    # and FlashAttention's share of the rated figure rises from 0.6 to 0.75
+    assert full.attention_s / half.attention_s == pytest.approx(0.75 / ATTENTION_EFFICIENCY["Ada Lovelace"])
+    assert (half.elementwise_s, half.loss_s, half.dequant_s, half.dispatch_s) == (
         full.elementwise_s,
         full.loss_s,
         full.dequant_s,
@@ -208,3 +212,73 @@ def test_the_throughput_benchmark_reads_the_flag_from_the_seed() -> None:
     a100 = row_to_case(rows["X20"], models, gpus).gpu
     assert geforce is not None and geforce.half_rate_accumulate
     assert a100 is not None and not a100.half_rate_accumulate
+
+
+# --- attention kernels on half-rate parts ---------------------------------------------------------
+
+
+def test_a_full_rate_share_becomes_the_half_rate_share_with_the_rest_of_the_kernel_unchanged() -> None:
+    # FA2's 0.6 at full rate: matmuls 0.6 of the time, the rest 0.4; at half rate the matmuls
+    # take 1.2 and the rest 0.4, so the matmuls are 0.75 of the time
+    assert half_rate_attention_share(0.6) == pytest.approx(0.75)
+    # a kernel that is all matmul stays at its rated figure, one with no matmul has no share
+    assert half_rate_attention_share(1.0) == pytest.approx(1.0)
+    assert half_rate_attention_share(0.0) == 0.0
+    # always higher than at full rate, and never above the rated figure
+    for share in (0.15, 0.3, 0.35, 0.58, 0.6):
+        assert share < half_rate_attention_share(share) < 1.0
+
+
+def test_the_rated_figure_is_halved_but_attention_slows_by_less_than_twice() -> None:
+    # the L40 is the L40S's die at half rate: its attention is slower, by 2 × 0.6 / 0.75 = 1.6
+    l40s = replace(RTX4090, tflops=362.0, half_rate_accumulate=False, sm_count=142)
+    l40 = replace(l40s, tflops=181.0, half_rate_accumulate=True)
+    long = replace(LORA, seq_len=16384, micro_batch=1)
+    fast = step_time(LLAMA_8B, long, l40s, 1, None, True)
+    slow = step_time(LLAMA_8B, long, l40, 1, None, True)
+    assert slow.attention_s / fast.attention_s == pytest.approx(1.6)
+
+
+@pytest.mark.parametrize("kernel", ["flash", "native", "flash1", "eager"])
+def test_every_attention_kernel_on_a_half_rate_part_gets_the_derived_share(kernel: str) -> None:
+    full_rate = replace(RTX4090, half_rate_accumulate=False)
+    assert RTX4090.attention_efficiency(kernel) == pytest.approx(
+        half_rate_attention_share(full_rate.attention_efficiency(kernel))
+    )
+    if kernel == "flash1":
+        assert full_rate.attention_efficiency(kernel) == pytest.approx(
+            ATTENTION_EFFICIENCY["Ada Lovelace"] / FA2_SPEEDUP_OVER_FA1
+        )
+
+
+def test_a_long_context_4090_run_gains_from_it_and_a_short_one_barely() -> None:
+    # Answer.AI's dual 4090 (X13, X14): Mistral 7B QLoRA, 24,576 tokens a step as 12 x 2,048 or
+    # 1 x 24,576; only the long rows' attention is large enough to move
+    with EXTRA_CSV.open(newline="", encoding="utf-8") as f:
+        rows = {r["id"]: r for r in csv.DictReader(f)}
+    models, gpus = load_models(), load_gpus()
+    steps = {}
+    for row_id in ("X13", "X14"):
+        case = row_to_case(rows[row_id], models, gpus)
+        assert case.model is not None and case.job is not None and case.gpu is not None
+        assert case.gpu.half_rate_accumulate
+        full = replace(case.gpu, half_rate_accumulate=False)
+        steps[row_id] = [
+            estimate_time(
+                case.model,
+                case.job,
+                1e9,
+                case.n_gpus,
+                case.gpus_per_node,
+                g.tflops,
+                case.intra_node_gbps,
+                case.inter_node_gbps,
+                gpu=g,
+            ).step
+            for g in (case.gpu, full)
+        ]
+    for half, full in steps.values():
+        assert half.attention_s < full.attention_s
+    long_gain = steps["X14"][1].attention_s - steps["X14"][0].attention_s
+    short_gain = steps["X13"][1].attention_s - steps["X13"][0].attention_s
+    assert long_gain > 10 * short_gain
