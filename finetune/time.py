@@ -18,7 +18,8 @@ so the launch floor only shows when the GPU work is shorter):
   wave quantization (`tile_efficiency`);
 * attention core: FlashAttention's causal kernels skip the masked half of the s² blocks; backward
   is 2.5× forward (FlashAttention-2, Dao 2023, §3.2: five matmuls against two); at the kernel
-  efficiency of the GPU generation, FA2-class (ATTENTION_EFFICIENCY), the generation's own
+  efficiency of the GPU generation, FA2-class (ATTENTION_EFFICIENCY; higher on half-rate parts,
+  `half_rate_attention_share`), the generation's own
   kernel (`Job.attention` "native": NATIVE_ATTENTION_EFFICIENCY) or FA1-class ("flash1": FA2's
   figure over FA2_SPEEDUP_OVER_FA1); eager attention computes and
   stores the full s² scores;
