@@ -491,6 +491,7 @@ def stated_offer(gpu: GpuSpec, hw: StatedHardware) -> dict[str, Any]:
         "sm_count": gpu.sm_count,
         "matmul_tflops": gpu.matmul_tflops,
         "half_rate_accumulate": gpu.half_rate_accumulate,
+        "tensor_flops_per_sm_clock": gpu.tensor_flops_per_sm_clock,
         "gpu_model": gpu.model,
         "billing_granularity": "per_second",
         "minimum_charge_seconds": None,

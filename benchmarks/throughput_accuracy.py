@@ -361,6 +361,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         pcie_gen=int(spec["pcie_gen"]) if spec.get("pcie_gen") else None,
         sm_count=int(spec["sm_count"]) if spec.get("sm_count") else None,
         half_rate_accumulate=spec.get("half_rate_accumulate") == "true",
+        tensor_flops_per_sm_clock=_float(spec.get("tensor_flops_per_sm_clock")),
         matmul_share=matmul_share(_float(spec.get("matmul_tflops")), _float(spec.get("bf16_tflops"))),
     )
     nvlink = _float(spec.get("nvlink_gbps")) or 0.0

@@ -193,6 +193,7 @@ def hardware_of(row: Mapping[str, Any]) -> Hardware:
         sm_count=row.get("sm_count"),
         matmul_tflops=row.get("matmul_tflops"),
         half_rate_accumulate=bool(row.get("half_rate_accumulate")),
+        tensor_flops_per_sm_clock=row.get("tensor_flops_per_sm_clock"),
     )
 
 

@@ -112,6 +112,8 @@ class Hardware:
     # gpus.csv `half_rate_accumulate`: bf16 with FP32 accumulation at half the tensor rate
     half_rate_accumulate: bool = False
     matmul_tflops: float | None = None  # measured large bf16 matmul rate of a whole GPU (MAMF)
+    # gpus.csv `tensor_flops_per_sm_clock`: dense tensor FLOP per SM per clock (attention's share)
+    tensor_flops_per_sm_clock: float | None = None
 
     @property
     def gpus_per_node(self) -> int:
@@ -132,6 +134,7 @@ class Hardware:
             # a share of the part's own peak, so it holds for a MIG slice's share of the rate too
             matmul_share=matmul_share(self.matmul_tflops, self.tensor_tflops),
             half_rate_accumulate=self.half_rate_accumulate,
+            tensor_flops_per_sm_clock=self.tensor_flops_per_sm_clock,
         )
 
     @property

@@ -18,11 +18,11 @@ so the launch floor only shows when the GPU work is shorter):
   wave quantization (`tile_efficiency`);
 * attention core: FlashAttention's causal kernels skip the masked half of the s² blocks; backward
   is 2.5× forward (FlashAttention-2, Dao 2023, §3.2: five matmuls against two); at the kernel
-  efficiency of the GPU generation, FA2-class (ATTENTION_EFFICIENCY; higher on half-rate parts,
-  `half_rate_attention_share`), the generation's own
-  kernel (`Job.attention` "native": NATIVE_ATTENTION_EFFICIENCY) or FA1-class ("flash1": FA2's
-  figure over FA2_SPEEDUP_OVER_FA1); eager attention computes and
-  stores the full s² scores;
+  efficiency of the GPU generation, FA2-class (ATTENTION_EFFICIENCY; higher on parts with fewer
+  tensor FLOPs per SM per clock than the part it was measured on, `narrow_tensor_attention_share`),
+  the generation's own kernel (`Job.attention` "native": NATIVE_ATTENTION_EFFICIENCY) or FA1-class
+  ("flash1": FA2's figure over FA2_SPEEDUP_OVER_FA1); eager attention computes and stores the full
+  s² scores;
 * elementwise work (norms, rotary, activations, residuals, LoRA adapters, dropout): bytes at
   memory bandwidth (`_elementwise_bytes_per_token` lists them; a compiled job, `Job.compiled`,
   moves only each fused region's inputs and outputs). This term is why H100s reach a
@@ -175,9 +175,10 @@ GEMM_TILES_PER_SM = 1
 # published figure), bf16, head dim 128, 16k tokens, batch 1/2/4/8: fwd + bwd
 # 223.08, 230.54, 231.57, 228.36 TFLOPS (forward 310–356, backward 194–207) on an MI300X under
 # ROCm 6.3.2 (ROCm/flash-attention issue #142, 2025-05): the median, 229.45 of 1307.4, is 0.18.
-# On half-rate parts (gpus.csv `half_rate_accumulate`: GeForce cards, L40, A10G, RTX 6000 Ada) the
-# share is of their rated half-rate figure and higher: the kernels' matmuls accumulate in FP32
-# at half rate while the rest of the kernel runs at full speed (`half_rate_attention_share`).
+# The Ampere, Ada and RTX Blackwell figure is the A100's. Their other parts do fewer tensor FLOPs
+# per SM per clock (gpus.csv `tensor_flops_per_sm_clock`: GA100 2,048; GA10x, AD10x and GB20x
+# 1,024, 512 at half rate) while the rest of the kernel runs at least as fast per SM per clock, so
+# their share of their own rated figure is higher (`narrow_tensor_attention_share`).
 ATTENTION_EFFICIENCY: dict[str, float] = {
     "Ampere": 0.60,
     "Ada Lovelace": 0.60,
@@ -197,6 +198,11 @@ ATTENTION_EFFICIENCY_DEFAULT = 0.35
 # PyTorch SDPA (transformers' default attention) runs cuDNN first on sm90/sm100 once its cuDNN is
 # newer than 9.15.0 (aten sdp_utils.cpp `check_prefer_cudnn_attention`; the wheels bundle one from
 # torch 2.11: huggingface/transformers PR #48163, 2026-08): such stacks are "native" there.
+# Dense tensor FLOP per SM per clock of the part the Ampere/Ada/RTX Blackwell figure was measured on:
+# the A100 (GA100: four Tensor Cores of 256 FP16/BF16 FMA per clock, A100 whitepaper), and the
+# generations that take its figure.
+ATTENTION_MEASURED_FLOPS_PER_SM_CLOCK = 2048
+A100_ATTENTION_GENERATIONS = frozenset({"Ampere", "Ada Lovelace", "RTX Blackwell"})
 NATIVE_ATTENTION_EFFICIENCY: dict[str, float] = {
     "Hopper": 0.58,
     "Blackwell": 0.56,
@@ -432,6 +438,8 @@ class Accelerator:
     half_rate_accumulate: bool = False
     # measured large-matmul rate / `tflops` (gpus.csv `matmul_tflops`, MAMF); None: not measured
     matmul_share: float | None = None
+    # dense tensor FLOP per SM per clock (gpus.csv `tensor_flops_per_sm_clock`); None: not stated
+    tensor_flops_per_sm_clock: float | None = None
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -465,20 +473,37 @@ class Accelerator:
             share = flash / FA2_SPEEDUP_OVER_FA1
         else:
             share = flash
-        return half_rate_attention_share(share) if self.half_rate_accumulate else share
+        return narrow_tensor_attention_share(share, self.tensor_rate_ratio)
+
+    @property
+    def tensor_rate_ratio(self) -> float:
+        """This part's dense tensor FLOPs per SM per clock over those of the part its generation's
+        attention figure was measured on: the A100's for Ampere, Ada and RTX Blackwell; 1 for the
+        generations measured on their own parts. A part whose rate is not stated counts as the
+        A100, or as half of it when it accumulates at half rate (the GeForce cards' own rate)."""
+        if self.architecture not in A100_ATTENTION_GENERATIONS:
+            return 1.0
+        if self.tensor_flops_per_sm_clock:
+            return self.tensor_flops_per_sm_clock / ATTENTION_MEASURED_FLOPS_PER_SM_CLOCK
+        return 0.5 if self.half_rate_accumulate else 1.0
 
 
-def half_rate_attention_share(share: float) -> float:
-    """An attention kernel's share of a half-rate part's rated figure, from its share at full rate.
+def narrow_tensor_attention_share(share: float, ratio: float) -> float:
+    """An attention kernel's share of a part's rated figure, from its `share` on the part it was
+    measured on, where this part does `ratio` of that part's tensor FLOPs per SM per clock.
 
-    Of the kernel's time at full rate, `share` is its matmuls at the dense peak and 1 − share the
-    rest (softmax's exponentials on the SFU, rescaling, loads). On a half-rate part the matmuls
-    take twice as long and the rest does not change: the SFU's exponentials run at 16 per clock
-    per SM on compute capability 8.0, 8.6 and 8.9 alike (CUDA C++ Programming Guide, "Arithmetic
-    Instructions" throughput table), and GA102 and AD102 do twice A100's FP32 per SM. So
-    2·share / (2·share + 1 − share) = 2·share / (1 + share): FA2's 0.6 becomes 0.75.
+    Of the kernel's time on the measured part, `share` is its matmuls at the dense peak and
+    1 − share the rest (softmax's exponentials on the SFU, rescaling, loads). With 1/ratio as long
+    for the matmuls and the rest unchanged per SM per clock, the matmuls are
+    (share / ratio) / (share / ratio + 1 − share) = share / (share + ratio·(1 − share)) of it. The
+    rest does not slow down: the SFU's exponentials run at 16 per clock per SM on compute
+    capability 8.0, 8.6 and 8.9 alike (CUDA C++ Programming Guide, "Arithmetic Instructions"
+    throughput table), and GA10x and AD10x do twice GA100's FP32 per SM (RTX Blackwell is read as
+    Ada). FA2's 0.6 on the A100 becomes 0.75 at half its rate per SM (RTX A6000, L40S) and 0.857
+    at a quarter (GeForce cards with FP32 accumulation). At ratio 1/2 this is the reasoning
+    GEMM_EFFICIENCY_HALF_RATE rests on: what is not the tensor cores stops being the bottleneck.
     """
-    return 2.0 * share / (1.0 + share)
+    return share / (share + ratio * (1.0 - share))
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,7 @@ def reference_rows(
             sm_count=offer["sm_count"],
             half_rate_accumulate=bool(offer["half_rate_accumulate"]),
             matmul_tflops=offer["matmul_tflops"],
+            tensor_flops_per_sm_clock=offer["tensor_flops_per_sm_clock"],
         )
         if hw.gpu_count < 1 or offer.get("serverless"):
             limit = 1  # a GPU slice, or a serverless function, never spans machines

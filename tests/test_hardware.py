@@ -749,6 +749,50 @@ def test_consumer_and_workstation_tensor_rates_are_sms_times_boost_times_the_per
     assert hw.gpus["RTX2080"].fp16_tflops == round(46 * 1710e6 * 512 / 1e12, 1) == 40.3
 
 
+# Boost clocks (MHz) of the parts that carry `tensor_flops_per_sm_clock`, by generation: Ampere from
+# the RTX A2000 (1,200) to the RTX 3090 Ti (1,860), the A100 (1,410) and A30 (1,440) between;
+# Ada from the L4 (2,040) to the RTX 4070 Ti (2,610); RTX Blackwell from the RTX PRO 6000 Max-Q
+# (2,280) to the RTX PRO 6000 (2,617). A per-SM rate off by 2× in either direction implies a clock
+# outside its generation's range.
+TENSOR_RATE_BOOST_MHZ = {"Ampere": (1200, 1860), "Ada Lovelace": (2040, 2610), "RTX Blackwell": (2280, 2617)}
+
+
+def test_the_generations_priced_from_the_a100s_attention_state_their_tensor_rate_per_sm(
+    hw: HardwareCatalog,
+) -> None:
+    """`tensor_flops_per_sm_clock` carries FlashAttention's measured A100 share to the other parts
+    of Ampere, Ada and RTX Blackwell (finetune.time.narrow_tensor_attention_share): every such part
+    with a tensor rate states it, with its own source, and no other part does."""
+    stated = {name: g for name, g in hw.gpus.items() if g.tensor_flops_per_sm_clock is not None}
+    expected = {
+        name
+        for name, g in hw.gpus.items()
+        if g.architecture in ("Ampere", "Ada Lovelace", "RTX Blackwell") and g.bf16_tflops is not None
+    }
+    assert set(stated) == expected
+    assert len(stated) == 39, sorted(stated)
+    for name, g in hw.gpus.items():
+        assert bool(g.tensor_flops_per_sm_clock_source) is (name in stated), name
+    for name, g in stated.items():
+        # the A100 whitepaper's GA100; the GA102 whitepaper's GA10x, which Ada and RTX Blackwell keep
+        ga100 = g.model in ("A100", "A30")
+        full = 2048 if ga100 else 1024
+        assert g.tensor_flops_per_sm_clock == (full // 2 if g.half_rate_accumulate else full), name
+        assert ("A100 Tensor Core GPU Architecture whitepaper" in g.tensor_flops_per_sm_clock_source) is ga100
+        if g.sm_count is not None:
+            # the rated figure is SMs × boost × the per-SM rate, at a boost clock of its generation
+            mhz = g.bf16_tflops * 1e12 / (g.sm_count * g.tensor_flops_per_sm_clock) / 1e6
+            low, high = TENSOR_RATE_BOOST_MHZ[g.architecture]
+            assert 0.99 * low <= mhz <= 1.01 * high, (name, mhz)
+    # the A100 itself: 108 SMs × 1,410 MHz × 2,048 = 311.9 TFLOPS
+    a100 = hw.gpus["A100-80GB-SXM"]
+    assert a100.sm_count is not None and a100.tensor_flops_per_sm_clock is not None
+    assert a100.sm_count * 1410e6 * a100.tensor_flops_per_sm_clock / 1e12 == pytest.approx(312, abs=0.2)
+    # the Ada workstation boards without a stated bf16 rate state no per-SM rate either: whether
+    # they accumulate in FP32 at full or half rate is what their datasheets leave open
+    assert hw.gpus["RTX4000-Ada"].tensor_flops_per_sm_clock is None
+
+
 # Large square bf16 torch.mm, the best of 1024² to 10240² per run (zzc0721/torch-performance-test-
 # data database.md @9d82827, 2026-01-12), stock GeForce cards of gpus.csv (laptops, 48 GB
 # conversions, the China-only 4090D and overclocked runs left out): TFLOPS per run.

@@ -18,11 +18,12 @@ from finetune.offer import hardware_of
 from finetune.placement import Hardware, MemoryTable, place, plan_job
 from finetune.time import (
     ATTENTION_EFFICIENCY,
+    ATTENTION_EFFICIENCY_DEFAULT,
     FA2_SPEEDUP_OVER_FA1,
     GEMM_EFFICIENCY,
     GEMM_EFFICIENCY_HALF_RATE,
     gemm_shape_efficiency,
-    half_rate_attention_share,
+    narrow_tensor_attention_share,
     step_time,
 )
 from warehouse.hardware import GpuSpec, HardwareCatalog
@@ -37,6 +38,7 @@ RTX4090 = Accelerator(
     p2p=False,
     sm_count=128,
     half_rate_accumulate=True,
+    tensor_flops_per_sm_clock=512,
 )
 LORA = Job(method="lora", precision="bf16-mixed", seq_len=2048, micro_batch=2, grad_checkpointing=True)
 # 3B: fits one 24 GB card in bf16 LoRA
@@ -146,13 +148,16 @@ def test_tile_and_wave_quantization_still_apply_on_top() -> None:
 
 
 def test_only_the_matmuls_and_the_attention_kernels_speed_up() -> None:
-    full_rate = replace(RTX4090, half_rate_accumulate=False)
+    # the same die at full rate: twice the tensor FLOPs per SM per clock
+    full_rate = replace(RTX4090, half_rate_accumulate=False, tensor_flops_per_sm_clock=1024)
     half = step_time(LLAMA_8B, LORA, RTX4090, 1, None, True)
     full = step_time(LLAMA_8B, LORA, full_rate, 1, None, True)
     # this step is compute bound, so the matmuls scale by the ratio of the two shares
     assert full.matmul_s / half.matmul_s == pytest.approx(GEMM_EFFICIENCY_HALF_RATE / GEMM_EFFICIENCY)
-    # and FlashAttention's share of the rated figure rises from 0.6 to 0.75
-    assert full.attention_s / half.attention_s == pytest.approx(0.75 / ATTENTION_EFFICIENCY["Ada Lovelace"])
+    # and FlashAttention's share of the rated figure rises from 0.75 to 0.857 (A100's 0.6 at a
+    # half and at a quarter of its tensor FLOPs per SM per clock)
+    assert ATTENTION_EFFICIENCY["Ada Lovelace"] == 0.6
+    assert full.attention_s / half.attention_s == pytest.approx((2.4 / 2.8) / 0.75)
     assert (half.elementwise_s, half.loss_s, half.dequant_s, half.dispatch_s) == (
         full.elementwise_s,
         full.loss_s,
@@ -190,7 +195,19 @@ def test_plans_of_a_geforce_offer_run_at_its_rated_figure() -> None:
 
     def hours(half_rate: bool) -> float:
         hw = Hardware(
-            "RTX4090", 1.0, 24.0, 165.0, None, None, 1008.0, "Ada Lovelace", False, 4, 128, half_rate
+            "RTX4090",
+            1.0,
+            24.0,
+            165.0,
+            None,
+            None,
+            1008.0,
+            "Ada Lovelace",
+            False,
+            4,
+            128,
+            half_rate,
+            tensor_flops_per_sm_clock=512 if half_rate else 1024,
         )
         plan = plan_job(fjob, hw, place(memory, hw.gpus_per_node, hw.vram_gb, 1), memory)
         assert plan.estimated_hours is not None
@@ -214,39 +231,86 @@ def test_the_throughput_benchmark_reads_the_flag_from_the_seed() -> None:
     assert a100 is not None and not a100.half_rate_accumulate
 
 
-# --- attention kernels on half-rate parts ---------------------------------------------------------
+# --- attention kernels on parts with fewer tensor FLOPs per SM per clock than the A100 --------------
 
 
-def test_a_full_rate_share_becomes_the_half_rate_share_with_the_rest_of_the_kernel_unchanged() -> None:
-    # FA2's 0.6 at full rate: matmuls 0.6 of the time, the rest 0.4; at half rate the matmuls
-    # take 1.2 and the rest 0.4, so the matmuls are 0.75 of the time
-    assert half_rate_attention_share(0.6) == pytest.approx(0.75)
+def test_the_a100_share_carries_to_a_narrower_part_with_the_rest_of_the_kernel_unchanged() -> None:
+    # FA2's 0.6 on the A100: matmuls 0.6 of the time, the rest 0.4. At half the A100's tensor
+    # FLOPs per SM per clock (RTX A6000, L40S) the matmuls take 1.2 and the rest 0.4: 0.75 of it;
+    # at a quarter (a GeForce card with FP32 accumulation) 2.4 and 0.4: 0.857
+    assert narrow_tensor_attention_share(0.6, 1.0) == pytest.approx(0.6)
+    assert narrow_tensor_attention_share(0.6, 0.5) == pytest.approx(0.75)
+    assert narrow_tensor_attention_share(0.6, 0.25) == pytest.approx(2.4 / 2.8)
     # a kernel that is all matmul stays at its rated figure, one with no matmul has no share
-    assert half_rate_attention_share(1.0) == pytest.approx(1.0)
-    assert half_rate_attention_share(0.0) == 0.0
-    # always higher than at full rate, and never above the rated figure
+    assert narrow_tensor_attention_share(1.0, 0.25) == pytest.approx(1.0)
+    assert narrow_tensor_attention_share(0.0, 0.25) == 0.0
+    # the narrower the part, the higher the share, never above the rated figure
     for share in (0.15, 0.3, 0.35, 0.58, 0.6):
-        assert share < half_rate_attention_share(share) < 1.0
+        shares = [narrow_tensor_attention_share(share, r) for r in (1.0, 0.5, 0.25)]
+        assert share == pytest.approx(shares[0])
+        assert shares[0] < shares[1] < shares[2] < 1.0
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        # the part FA2's figure was measured on, then GA102 / AD102 at full and at half rate
+        ("A100-80GB-SXM", 0.6),
+        ("RTXA5000", 0.75),
+        ("RTXA6000", 0.75),
+        ("L40S", 0.75),
+        ("RTX-PRO-6000", 0.75),
+        ("RTX4090", 2.4 / 2.8),
+        ("RTX3090", 2.4 / 2.8),
+        ("L40", 2.4 / 2.8),
+        ("A10G", 2.4 / 2.8),
+    ],
+)
+def test_each_part_reads_its_share_from_its_own_seed_rate(name: str, expected: float) -> None:
+    # stated hardware takes the seed's tensor_flops_per_sm_clock into the time model's Accelerator
+    offer = stated_offer(find_gpu(name), StatedHardware(gpu=name))
+    gpu = hardware_of(offer).accelerator(165.0)
+    assert gpu.attention_efficiency("flash") == pytest.approx(expected)
+
+
+def test_generations_measured_on_their_own_parts_keep_their_figure() -> None:
+    # Hopper's, datacenter Blackwell's and CDNA 3's FA2 figures were measured on those parts: a
+    # per-SM rate changes nothing there
+    for arch in ("Hopper", "Blackwell", "CDNA 3"):
+        plain = Accelerator(tflops=989.0, architecture=arch)
+        stated = replace(plain, tensor_flops_per_sm_clock=4096)
+        assert (
+            stated.attention_efficiency()
+            == plain.attention_efficiency()
+            == ATTENTION_EFFICIENCY.get(arch, ATTENTION_EFFICIENCY_DEFAULT)
+        )
+    # a part whose rate the seed does not state counts as the A100, or as half of it when it
+    # accumulates at half rate (the GeForce cards' FP16-accumulate rate is the A100's half)
+    unstated = Accelerator(tflops=100.0, architecture="Ada Lovelace")
+    assert unstated.attention_efficiency() == pytest.approx(0.6)
+    assert replace(unstated, half_rate_accumulate=True).attention_efficiency() == pytest.approx(0.75)
 
 
 def test_the_rated_figure_is_halved_but_attention_slows_by_less_than_twice() -> None:
-    # the L40 is the L40S's die at half rate: its attention is slower, by 2 × 0.6 / 0.75 = 1.6
-    l40s = replace(RTX4090, tflops=362.0, half_rate_accumulate=False, sm_count=142)
-    l40 = replace(l40s, tflops=181.0, half_rate_accumulate=True)
+    # the L40 is the L40S's die at half rate: 181 × 0.857 against 362 × 0.75, 1.75× slower
+    l40s = replace(
+        RTX4090, tflops=362.0, half_rate_accumulate=False, sm_count=142, tensor_flops_per_sm_clock=1024
+    )
+    l40 = replace(l40s, tflops=181.0, half_rate_accumulate=True, tensor_flops_per_sm_clock=512)
     long = replace(LORA, seq_len=16384, micro_batch=1)
     fast = step_time(LLAMA_8B, long, l40s, 1, None, True)
     slow = step_time(LLAMA_8B, long, l40, 1, None, True)
-    assert slow.attention_s / fast.attention_s == pytest.approx(1.6)
+    assert slow.attention_s / fast.attention_s == pytest.approx(2 * 0.75 / (2.4 / 2.8))
 
 
 @pytest.mark.parametrize("kernel", ["flash", "native", "flash1", "eager"])
-def test_every_attention_kernel_on_a_half_rate_part_gets_the_derived_share(kernel: str) -> None:
-    full_rate = replace(RTX4090, half_rate_accumulate=False)
+def test_every_attention_kernel_on_a_narrow_part_gets_the_derived_share(kernel: str) -> None:
+    a100_rate = replace(RTX4090, half_rate_accumulate=False, tensor_flops_per_sm_clock=2048)
     assert RTX4090.attention_efficiency(kernel) == pytest.approx(
-        half_rate_attention_share(full_rate.attention_efficiency(kernel))
+        narrow_tensor_attention_share(a100_rate.attention_efficiency(kernel), 0.25)
     )
     if kernel == "flash1":
-        assert full_rate.attention_efficiency(kernel) == pytest.approx(
+        assert a100_rate.attention_efficiency(kernel) == pytest.approx(
             ATTENTION_EFFICIENCY["Ada Lovelace"] / FA2_SPEEDUP_OVER_FA1
         )
 
@@ -261,8 +325,8 @@ def test_a_long_context_4090_run_gains_from_it_and_a_short_one_barely() -> None:
     for row_id in ("X13", "X14"):
         case = row_to_case(rows[row_id], models, gpus)
         assert case.model is not None and case.job is not None and case.gpu is not None
-        assert case.gpu.half_rate_accumulate
-        full = replace(case.gpu, half_rate_accumulate=False)
+        assert case.gpu.tensor_flops_per_sm_clock == 512  # read from the seed
+        at_a100_rate = replace(case.gpu, half_rate_accumulate=False, tensor_flops_per_sm_clock=2048)
         steps[row_id] = [
             estimate_time(
                 case.model,
@@ -275,10 +339,10 @@ def test_a_long_context_4090_run_gains_from_it_and_a_short_one_barely() -> None:
                 case.inter_node_gbps,
                 gpu=g,
             ).step
-            for g in (case.gpu, full)
+            for g in (case.gpu, at_a100_rate)
         ]
-    for half, full in steps.values():
-        assert half.attention_s < full.attention_s
+    for narrow, wide in steps.values():
+        assert narrow.attention_s < wide.attention_s
     long_gain = steps["X14"][1].attention_s - steps["X14"][0].attention_s
     short_gain = steps["X13"][1].attention_s - steps["X13"][0].attention_s
     assert long_gain > 10 * short_gain

@@ -150,6 +150,10 @@ class GpuSpec:
     # cards among others), so `bf16_tflops` is that half rate, with its own source; False = full rate
     half_rate_accumulate: bool = False
     half_rate_accumulate_source: str = ""
+    # dense bf16 tensor FLOP per SM per clock at the accumulation `bf16_tflops` rates (GA100 2,048;
+    # GA10x, AD10x and GB20x 1,024, 512 at half rate), with its own source; None = not stated
+    tensor_flops_per_sm_clock: int | None = None
+    tensor_flops_per_sm_clock_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -275,6 +279,10 @@ class HardwareCatalog:
                 matmul_tflops_source=r["matmul_tflops_source"].strip(),
                 half_rate_accumulate=bool(_bool(r["half_rate_accumulate"])),
                 half_rate_accumulate_source=r["half_rate_accumulate_source"].strip(),
+                tensor_flops_per_sm_clock=(
+                    int(r["tensor_flops_per_sm_clock"]) if r["tensor_flops_per_sm_clock"].strip() else None
+                ),
+                tensor_flops_per_sm_clock_source=r["tensor_flops_per_sm_clock_source"].strip(),
             )
             for r in _read(folder / "gpus.csv")
         }
