@@ -322,11 +322,26 @@ def rank_offers(
     rows = _with_train_precision(rows, offers, fjob.job)
     priced_rows = rows.filter(rows["priced"])
     if priced_rows.is_empty():
-        raise AnswerError(_nothing_priced(rows, max_nodes))
+        raise AnswerError(_nothing_priced(rows, max_nodes, fjob.job))
     return OfferRanking(rows, frontier(priced_rows, cost="total_usd"), details)
 
 
-def _nothing_priced(rows: pl.DataFrame, max_nodes: int) -> str:
+def shrink_hints(job: Job) -> list[str]:
+    """What would make a job that does not fit need less memory per GPU, leaving out what the job
+    already does (suggesting --method qlora to a QLoRA job tells its user nothing)."""
+    hints = [] if job.method == "qlora" else ["--method qlora"]
+    if not job.grad_checkpointing:
+        hints.append("--grad-checkpointing")
+    if job.micro_batch > 1:
+        hints.append("a smaller --micro-batch")
+    if job.loss == "standard":
+        # the fp32 logits over the vocabulary: the peak of a long sequence on a small model
+        hints.append("--loss chunked")
+    hints.append("shorter sequences")
+    return hints
+
+
+def _nothing_priced(rows: pl.DataFrame, max_nodes: int, job: Job) -> str:
     fitting = rows.filter(rows["fits"])
     # offers whose nodes cannot hold a tensor-parallel group have no memory figure (NaN)
     placeable = rows.filter(rows["total_gb"].is_not_nan())
@@ -343,7 +358,7 @@ def _nothing_priced(rows: pl.DataFrame, max_nodes: int) -> str:
             f"no current offer can hold this job; the smallest per-GPU need is "
             f"{closest['total_gb']:.1f} GB with {closest['sharding']} over {closest['gpus_used']} "
             f"GPU(s) ({closest['gpu_name']}, {closest['usable_vram_gb']:.1f} GB usable); "
-            f"try qlora or --max-nodes (now {max_nodes})"
+            f"try {', '.join([*shrink_hints(job), f'--max-nodes (now {max_nodes})'])}"
         )
     reasons = sorted(set(fitting["unpriced_reason"].to_list()))
     return f"{fitting.height} offer(s) can hold this job but none can be priced: " + "; ".join(reasons[:3])

@@ -813,7 +813,12 @@ def _print_stated(
             highlight=False,
         )
     if not row["fits"]:
-        console.print("no time or cost: the job does not fit (try qlora, more GPUs or --sharding zero3)")
+        from answers.estimate import shrink_hints
+
+        hints = [*shrink_hints(job), "more GPUs (--gpus, --nodes)"]
+        if hw.gpus_per_node * hw.nodes > 1 and job.sharding not in ("zero3", "hybrid"):
+            hints.append("--sharding zero3")
+        console.print(f"no time or cost: the job does not fit (try {', '.join(hints)})", highlight=False)
         return
     hours = answer.hours
     if hours is None or answer.tokens_per_s is None:

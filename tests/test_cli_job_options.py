@@ -46,6 +46,24 @@ def test_a_job_that_does_not_fit_gets_no_cost() -> None:
     assert payload["fits"] is False and payload["cost_usd"] is None and payload["hours"] is None
 
 
+def test_a_job_that_does_not_fit_is_told_what_would_shrink_it_not_what_it_already_does() -> None:
+    # a QLoRA job is not told to try QLoRA; a job already checkpointing is not told to checkpoint
+    qlora = ["estimate", *LLAMA, "--method", "qlora", "--seq-len", "16384", "--gpu", "RTX4090"]
+    said = " ".join(runner.invoke(app, qlora).output.split())
+    assert "does NOT fit" in said
+    hint = said[said.index("(try ") :]
+    assert "--method qlora" not in hint and "--grad-checkpointing" not in hint
+    assert "--loss chunked" in hint and "shorter sequences" in hint and "more GPUs (--gpus, --nodes)" in hint
+    # a full fine-tune without checkpointing, two sequences a step, over two GPUs unsharded
+    full = ["estimate", *LLAMA, "--method", "full", "--gpu", "T4", "--gpus", "2", "--sharding", "none"]
+    full += ["--micro-batch", "2", "--no-grad-checkpointing", "--loss", "chunked"]
+    said = " ".join(runner.invoke(app, full).output.split())
+    hint = said[said.index("(try ") :]
+    for asked in ("--method qlora", "--grad-checkpointing", "a smaller --micro-batch", "--sharding zero3"):
+        assert asked in hint, hint
+    assert "--loss chunked" not in hint
+
+
 def test_gpus_without_bf16_say_fp16() -> None:
     args = ["estimate", *LLAMA, "--method", "lora", "--gpu", "V100-32GB-SXM", "--gpus", "8"]
     text = runner.invoke(app, [*args, "--price-per-gpu-hour", "0.5"]).output
