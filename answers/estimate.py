@@ -468,8 +468,12 @@ def find_gpu(name: str, catalog: HardwareCatalog | None = None) -> GpuSpec:
     for key, spec in gpus.items():
         if key.lower() == name.lower():
             return spec
-    close = difflib.get_close_matches(name, list(gpus), n=5, cutoff=0.4)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    # the variants of the model asked for first ("H100" → H100-SXM, H100-PCIe, …), then names that
+    # are merely spelled alike (difflib would put P100 before them)
+    variants = [key for key in gpus if key.lower().startswith(name.lower())]
+    alike = difflib.get_close_matches(name, list(gpus), n=5, cutoff=0.4)
+    close = variants + [c for c in alike if c not in variants]
+    hint = f"; did you mean {', '.join(close[:5])}?" if close else ""
     raise AnswerError(f"no GPU {name!r} in warehouse/seeds/gpus.csv{hint} (see `gpucost gpus`)")
 
 

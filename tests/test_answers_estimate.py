@@ -175,6 +175,15 @@ def test_unknown_gpu_and_nvlink_on_a_card_without_it_are_answer_errors() -> None
         stated_offer(find_gpu("L4", CATALOG), StatedHardware("L4", gpus_per_node=4, interconnect="nvlink"))
 
 
+def test_a_bare_model_name_is_answered_with_its_variants_first() -> None:
+    # "H100" names four parts: they come before P100, which is only spelled alike
+    with pytest.raises(AnswerError) as raised:
+        find_gpu("h100", CATALOG)
+    named = str(raised.value).split("did you mean ")[1].split("?")[0].split(", ")
+    assert named[:4] == ["H100-SXM", "H100-PCIe", "H100-NVL", "H100-96GB-SXM"]
+    assert len(named) == 5 and "P100" in named
+
+
 # --- finetune/offer.py: units ------------------------------------------------------------------
 
 
