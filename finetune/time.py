@@ -202,6 +202,9 @@ ATTENTION_EFFICIENCY_DEFAULT = 0.35
 # the A100 (GA100: four Tensor Cores of 256 FP16/BF16 FMA per clock, A100 whitepaper), and the
 # generations that take its figure.
 ATTENTION_MEASURED_FLOPS_PER_SM_CLOCK = 2048
+# Every part of those generations that accumulates in FP32 at half rate is a GA10x, AD10x or GB20x
+# die (GA100 has none): 512 per SM per clock, what gpus.csv states for each of them.
+HALF_RATE_FLOPS_PER_SM_CLOCK = 512
 A100_ATTENTION_GENERATIONS = frozenset({"Ampere", "Ada Lovelace", "RTX Blackwell"})
 NATIVE_ATTENTION_EFFICIENCY: dict[str, float] = {
     "Hopper": 0.58,
@@ -480,12 +483,16 @@ class Accelerator:
         """This part's dense tensor FLOPs per SM per clock over those of the part its generation's
         attention figure was measured on: the A100's for Ampere, Ada and RTX Blackwell; 1 for the
         generations measured on their own parts. A part whose rate is not stated counts as the
-        A100, or as half of it when it accumulates at half rate (the GeForce cards' own rate)."""
+        A100 (its die is unknown), unless it accumulates at half rate, which only the narrow dies do
+        (HALF_RATE_FLOPS_PER_SM_CLOCK)."""
         if self.architecture not in A100_ATTENTION_GENERATIONS:
             return 1.0
-        if self.tensor_flops_per_sm_clock:
-            return self.tensor_flops_per_sm_clock / ATTENTION_MEASURED_FLOPS_PER_SM_CLOCK
-        return 0.5 if self.half_rate_accumulate else 1.0
+        per_sm = self.tensor_flops_per_sm_clock or (
+            HALF_RATE_FLOPS_PER_SM_CLOCK
+            if self.half_rate_accumulate
+            else ATTENTION_MEASURED_FLOPS_PER_SM_CLOCK
+        )
+        return per_sm / ATTENTION_MEASURED_FLOPS_PER_SM_CLOCK
 
 
 def narrow_tensor_attention_share(share: float, ratio: float) -> float:

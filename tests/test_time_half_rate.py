@@ -284,11 +284,13 @@ def test_generations_measured_on_their_own_parts_keep_their_figure() -> None:
             == plain.attention_efficiency()
             == ATTENTION_EFFICIENCY.get(arch, ATTENTION_EFFICIENCY_DEFAULT)
         )
-    # a part whose rate the seed does not state counts as the A100, or as half of it when it
-    # accumulates at half rate (the GeForce cards' FP16-accumulate rate is the A100's half)
+    # a part whose rate the seed does not state counts as the A100 (its die is unknown), unless it
+    # accumulates at half rate: only the narrow dies do, at 512 per SM per clock, a quarter
     unstated = Accelerator(tflops=100.0, architecture="Ada Lovelace")
     assert unstated.attention_efficiency() == pytest.approx(0.6)
-    assert replace(unstated, half_rate_accumulate=True).attention_efficiency() == pytest.approx(0.75)
+    half = replace(unstated, half_rate_accumulate=True)
+    assert half.attention_efficiency() == pytest.approx(2.4 / 2.8)
+    assert half.attention_efficiency() == replace(half, tensor_flops_per_sm_clock=512).attention_efficiency()
 
 
 def test_the_rated_figure_is_halved_but_attention_slows_by_less_than_twice() -> None:
