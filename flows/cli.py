@@ -31,6 +31,7 @@ from rich.table import Table
 
 from answers import AnswerError
 from flows import STARTED, cli_backup, cli_finetune, cli_prices, cli_providers, cli_pull
+from flows.cli_help import fit_help_to_width
 from flows.cli_params import give_plain_reader, read_help_plainly, read_plainly
 from flows.output import console, err
 from warehouse.errors import WarehouseError
@@ -69,6 +70,7 @@ class _Commands(typer.core.TyperGroup):
         name, command, rest = super().resolve_command(ctx, args)
         if command is not None:
             read_help_plainly(command, name, ctx)
+            fit_help_to_width(command)
         return name, command, rest
 
     def main(
