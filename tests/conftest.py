@@ -5,6 +5,7 @@
 - `shared_raw` points at ../shared/data/raw (other people's captures, never copied into this repo)
   and skips the test with a clear reason when it is absent.
 - `prefect_harness` is the one session-scoped Prefect test server; request it only in flow tests.
+  A test that ran flows leaves no events worker behind (`drain_prefect_events`).
 - `postgres_prefect` is the one session-scoped Prefect server on a real PostgreSQL (tests/postgres.py:
   initdb in a temp dir, loopback, stopped at teardown), started by `gpucost server start
   --database`'s own code; it skips when PostgreSQL is not installed.
@@ -88,6 +89,33 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"../shared not found at {SHARED}")
     return SHARED
+
+
+def drain_prefect_events() -> int:
+    """Stop the Prefect events workers this process started; the number stopped.
+
+    A flow run's events go to the server through a worker on Prefect's event-loop thread, which
+    keeps a websocket open after the run. Its keepalive pings draw from the global `random` module
+    (websockets' `ping`: `random.getrandbits(32)`, every 20 s), so one landing while Hypothesis drew
+    a test case read as the strategy itself using `random` (a HypothesisDeprecationWarning from
+    tests/test_requirements_properties.py in one CI run). Draining sends what is queued and closes
+    the websocket; the next flow run starts a new worker. Prefect's own harness drains the same way
+    when it stops.
+    """
+    import sys
+
+    module = sys.modules.get("prefect.events.worker")
+    if module is None or not module.EventsWorker._instances:
+        return 0
+    stopped = len(module.EventsWorker._instances)
+    module.EventsWorker.drain_all(at_exit=False)
+    return stopped
+
+
+@pytest.fixture(autouse=True)
+def _prefect_events_drained() -> Iterator[None]:
+    yield
+    drain_prefect_events()
 
 
 @pytest.fixture(scope="session")

@@ -286,3 +286,22 @@ def test_the_user_agent_setting_reaches_the_client_every_provider_uses(
     summary = refresh(providers=["oci"], replay=str(REPLAY))
     assert summary.status == "ok"
     assert agents == ["acme-gpu-prices/1 (+https://acme.example/ops)"]
+
+
+def test_a_flow_test_leaves_no_events_websocket_open(prefect_harness, home: Path):
+    # a flow run starts Prefect's events worker (a websocket to the server, pinged from a thread
+    # that draws from the global `random`); the autouse fixture drains it after each test
+    from prefect import flow
+    from prefect.events.worker import EventsWorker
+
+    from tests.conftest import drain_prefect_events
+
+    @flow
+    def tiny() -> int:
+        return 1
+
+    assert tiny() == 1
+    assert EventsWorker._instances, "a flow run emits events through a worker"
+    assert drain_prefect_events() >= 1
+    assert not EventsWorker._instances
+    assert drain_prefect_events() == 0  # nothing left to stop: the fixture's call is then free
