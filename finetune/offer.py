@@ -141,11 +141,16 @@ def tensor_rate(
 ) -> tuple[float | None, Literal["bf16", "fp16"]]:
     """(dense TFLOPS a job trains at, the 16-bit type it trains in).
 
-    A GPU without bf16 (`supports_bf16` false, or no bf16 rate in gpus.csv) trains in fp16 mixed
-    precision with loss scaling: same bytes per value, its fp16 rate.
+    A GPU without bf16 (`supports_bf16` false) trains in fp16 mixed precision with loss scaling:
+    same bytes per value, its fp16 rate. One with bf16 trains in it, at its bf16 rate; where
+    gpus.csv has the type but not the rate (RTX PRO 6000 Server Edition, MI250, Gaudi), the rate
+    is unknown (None) and the job is not timed, rather than said to train in fp16. Where the seed
+    does not say whether the part has bf16 (None), a bf16 rate says it has.
     """
     if supports_bf16 is not False and bf16_tflops is not None:
         return float(bf16_tflops), "bf16"
+    if supports_bf16:
+        return None, "bf16"
     return (None if fp16_tflops is None else float(fp16_tflops)), "fp16"
 
 

@@ -9,6 +9,7 @@ side is `answers.estimate.on_hardware` from the same GPU name.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -218,6 +219,33 @@ def test_tensor_rate_falls_back_to_fp16_without_bf16() -> None:
     assert tensor_rate(None, 65.0, False) == (65.0, "fp16")
     assert tensor_rate(100.0, 65.0, False) == (65.0, "fp16")  # the seed says no bf16: not its rate
     assert tensor_rate(None, None, None) == (None, "fp16")
+
+
+def test_a_bf16_part_whose_rate_the_seed_lacks_trains_in_bf16_untimed() -> None:
+    # RTX PRO 6000 Server Edition, MI250, Gaudi: bf16 parts whose rate gpus.csv does not give. They
+    # were said to have no bf16 and to train in fp16; they train in bf16 at an unknown rate
+    assert tensor_rate(None, None, True) == (None, "bf16")
+    assert tensor_rate(None, 65.0, True) == (None, "bf16")  # an fp16 figure is not its bf16 rate
+
+
+def test_the_estimate_does_not_say_a_bf16_part_lacks_bf16() -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    # the roomiest such part, so that the job fits and the estimate reaches its timing
+    gpu = max(
+        (g for g in CATALOG.gpus.values() if g.supports_bf16 and g.bf16_tflops is None),
+        key=lambda g: g.vram_gb,
+    )
+    result = CliRunner().invoke(app, ["estimate", "--model", "Llama-3.1-8B", "--gpu", gpu.gpu_name])
+    assert result.exit_code == 0, result.output
+    assert "has no bf16" not in result.output
+    assert f"no dense bf16 or fp16 TFLOPS for {gpu.gpu_name}" in " ".join(result.output.split())
+    payload = CliRunner().invoke(
+        app, ["estimate", "--model", "Llama-3.1-8B", "--gpu", gpu.gpu_name, "--json"]
+    )
+    assert json.loads(payload.output)["train_precision"] == "bf16-mixed"
 
 
 def test_stated_offer_is_an_instance_types_row() -> None:
