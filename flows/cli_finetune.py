@@ -248,7 +248,11 @@ def models() -> None:
     """The seeded models (warehouse/seeds/llm_models.csv) with their parameter counts."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="seeded models (any Hugging Face id works too)")
     for column in ("model_id", "params", "active", "layers", "hidden", "heads/kv", "vocab", "context"):
-        table.add_column(column, justify="left" if column == "model_id" else "right")
+        # the id wraps on a narrow terminal rather than being cut ("deepseek-…" at 80 columns)
+        if column == "model_id":
+            table.add_column(column, overflow="fold")
+        else:
+            table.add_column(column, justify="right", no_wrap=True)
     for spec in sorted(load_models().values(), key=lambda m: m.model_id.lower()):
         table.add_row(
             spec.model_id,

@@ -369,13 +369,17 @@ def _prices_table(rows: Rows) -> Table:
         f"{GPU_ONLY_MARK}: the price is for the GPU alone (CPU, RAM, disk billed on top); "
         f"{UNAVAILABLE_MARK}: the provider marks it unavailable now",
     )
+    # Prices, the GPU and the age are never cut; on a narrow terminal the words (provider, GPUs,
+    # source, region) wrap instead: rich shrinks wrappable columns first and only cuts every
+    # column with "…" when the unwrappable ones alone are too wide (a price read "1.…" at 80
+    # columns once a marketplace's source said "market quote (1 node, 1 h, from now)")
     table.add_column("GPU", no_wrap=True)
-    table.add_column("provider", no_wrap=True)
-    table.add_column("spot")
+    table.add_column("provider", overflow="fold")
+    table.add_column("spot", no_wrap=True)
     table.add_column("$/GPU-h", justify="right", no_wrap=True)
     table.add_column("$/h", justify="right", no_wrap=True)
-    table.add_column("GPUs", no_wrap=True)
-    table.add_column("source", no_wrap=True)
+    table.add_column("GPUs", overflow="fold")
+    table.add_column("source", overflow="fold")
     table.add_column("age", justify="right", no_wrap=True)
     table.add_column("region", overflow="fold")
     records = rows.to_dicts()

@@ -83,7 +83,9 @@ def providers(as_json: JsonOpt = False) -> None:
         "free egress GB/month", "ingress /GB", "stopped bills", "boot min", "checked",
     )  # fmt: skip
     for header in headers:
-        table.add_column(header, justify="left" if header in {"provider", "billing", "volume"} else "right")
+        # every fact wraps on a narrow terminal rather than being cut short with "…"
+        left = header in {"provider", "billing", "volume"}
+        table.add_column(header, justify="left" if left else "right", overflow="fold")
     for r in records:
         currency = r["currency"]
         table.add_row(

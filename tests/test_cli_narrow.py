@@ -1,0 +1,75 @@
+"""The read commands' tables keep every value whole on an 80-column terminal.
+
+rich fits a table to the terminal by wrapping its wrappable columns and, when the unwrappable ones
+alone are too wide, by cutting every column short with "…". At 80 columns `gpucost prices` once
+printed "1.…" for prices and "H100-P…" for GPUs (a marketplace's long source text had pushed its
+no-wrap columns past the width), `models` cut the ids a user types, `providers` every fact."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.replay_warehouse import replay_only_home
+
+COMMANDS = [
+    ("prices",),
+    ("prices", "--spot"),
+    ("prices", "--gpu", "H100", "--max-price", "2"),
+    ("models",),
+    ("providers",),
+    ("gpus",),
+    ("history", "--gpu", "H100-SXM"),
+    ("estimate", "--model", "Llama-3.1-8B", "--top", "5"),
+    ("memory", "--model", "Llama-3.1-8B"),
+]
+
+
+@pytest.fixture(scope="module")
+def replay_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return replay_only_home(tmp_path_factory.getbasetemp())
+
+
+def run_at(width: int, args: tuple[str, ...], home: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCOST_")}
+    env.update(GPUCOST_HOME=str(home), HF_HUB_OFFLINE="1", COLUMNS=str(width))
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
+def test_no_value_is_cut_at_80_columns(args: tuple[str, ...], replay_home: Path):
+    out = run_at(80, args, replay_home)
+    assert out.strip(), "the command printed nothing"
+    cut = [line for line in out.splitlines() if "…" in line]
+    assert not cut, f"gpucost {' '.join(args)} at 80 columns cut values short: {cut[:3]}"
+    # the table is laid out for the terminal, not printed wider than it (a source URL is printed
+    # whole on its own line for copying, and left to the terminal to wrap)
+    assert max(len(line) for line in out.splitlines() if "://" not in line) <= 80
+
+
+def test_prices_keep_every_price_and_gpu_whole_where_they_were_cut(replay_home: Path):
+    out = run_at(80, ("prices", "--gpu", "H100", "--max-price", "2"), replay_home)
+    wide = run_at(200, ("prices", "--gpu", "H100", "--max-price", "2"), replay_home)
+    # every price the wide table shows is in the narrow one too
+    prices = {
+        word
+        for line in wide.splitlines()
+        for word in line.split()
+        if word.lstrip("≥").replace(".", "").isdigit()
+    }
+    assert prices and prices <= set(out.split())
+    assert "H100-SXM" in out.split() and "H100-PCIe" in out.split()
