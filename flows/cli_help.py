@@ -24,8 +24,8 @@ def fit_help_to_width(command: Any) -> None:
     typer's table is printed straight to stdout, on a console as wide as the terminal, so it is
     drawn once into a buffer first (the same width: rich measures the terminal on the standard
     streams' descriptors, not on the buffer). An ellipsis there means a word was cut; then the
-    command's markup mode is set to None, which makes typer fall back to click's layout. Otherwise
-    the table is drawn again, to the terminal, in colour.
+    help is drawn with the command's markup mode None for that once, which makes typer fall back
+    to click's layout. Otherwise the table is drawn again, to the terminal, in colour.
     """
     if getattr(command, "rich_markup_mode", None) is None:
         return
@@ -35,8 +35,13 @@ def fit_help_to_width(command: Any) -> None:
         trial = io.StringIO()
         with contextlib.redirect_stdout(trial):
             boxed(ctx, formatter)
-        if ELLIPSIS in trial.getvalue():
-            command.rich_markup_mode = None  # typer's format_help then writes click's layout
-        boxed(ctx, formatter)
+        if ELLIPSIS not in trial.getvalue():
+            boxed(ctx, formatter)
+            return
+        mode, command.rich_markup_mode = command.rich_markup_mode, None
+        try:
+            boxed(ctx, formatter)  # typer's format_help, without a markup mode, writes click's layout
+        finally:
+            command.rich_markup_mode = mode
 
     command.format_help = format_help
