@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
+from rich.measure import Measurement
 from rich.table import Table
 
 from answers import AnswerError
@@ -740,7 +741,21 @@ def _missing_by_provider(rows: pl.DataFrame) -> list[str]:
 
 
 def _bill_table(ranked: pl.DataFrame, fjob: FinetuneJob) -> Table:
-    """`estimate --bill`: each shown offer's bill item by item; "?" where a fact is unpublished."""
+    """`estimate --bill`: each shown offer's bill item by item; "?" where a fact is unpublished.
+
+    One column per item needs about 110 characters. Where the terminal is narrower than the
+    table's narrowest layout (rich's own measure: each column at its longest word, amounts whole),
+    the items share one wrapping cell ("compute 4.41 · rework 0.00 · …") instead: rich would
+    otherwise cut every amount short and squeeze the offer's name out.
+    """
+    table = _bill_table_of(ranked, fjob, itemized=True)
+    # measured unconstrained: measured at the console's width, rich reports the widths it would cut to
+    if Measurement.get(console, console.options.update_width(10_000), table).minimum > console.width:
+        table = _bill_table_of(ranked, fjob, itemized=False)
+    return table
+
+
+def _bill_table_of(ranked: pl.DataFrame, fjob: FinetuneJob, *, itemized: bool) -> Table:
     table = Table(
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -754,16 +769,24 @@ def _bill_table(ranked: pl.DataFrame, fjob: FinetuneJob) -> Table:
         ),
     )
     table.add_column("offer (region)", overflow="fold")
-    for label, _ in _BILL_CELLS:
-        table.add_column(label, justify="right", no_wrap=True)
+    if itemized:
+        for label, _ in _BILL_CELLS:
+            table.add_column(label, justify="right", no_wrap=True)
+    else:
+        table.add_column("items", overflow="fold")
     table.add_column("total", justify="right", no_wrap=True)
-    table.add_column("unpublished", overflow="fold")
+    if itemized:
+        table.add_column("unpublished", overflow="fold")
     for r in ranked.iter_rows(named=True):
         offer = f"{r['provider']} {r['instance_type']} ({r['region']})"
         cells = [offer + (f"\n[dim]{r['billing_rule']}[/]" if r.get("billing_rule") else "")]
-        cells += ["?" if r[column] is None else f"{r[column]:,.2f}" for _, column in _BILL_CELLS]
-        cells += [_bill_total(r), r["bill_unknown_items"] or ""]
-        table.add_row(*cells)
+        amounts = ["?" if r[column] is None else f"{r[column]:,.2f}" for _, column in _BILL_CELLS]
+        if itemized:
+            table.add_row(*cells, *amounts, _bill_total(r), r["bill_unknown_items"] or "")
+        else:
+            labels = [label for label, _ in _BILL_CELLS]
+            items = " · ".join(f"{label} {amount}" for label, amount in zip(labels, amounts, strict=True))
+            table.add_row(*cells, items, _bill_total(r))
     return table
 
 

@@ -8,8 +8,10 @@ no-wrap columns past the width), `models` cut the ids a user types, `providers` 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ COMMANDS = [
     ("gpus",),
     ("history", "--gpu", "H100-SXM"),
     ("estimate", "--model", "Llama-3.1-8B", "--top", "5"),
+    ("estimate", "--model", "Llama-3.1-8B", "--bill", "--top", "3"),
     ("memory", "--model", "Llama-3.1-8B"),
 ]
 
@@ -73,3 +76,24 @@ def test_prices_keep_every_price_and_gpu_whole_where_they_were_cut(replay_home: 
     }
     assert prices and prices <= set(out.split())
     assert "H100-SXM" in out.split() and "H100-PCIe" in out.split()
+
+
+def test_a_narrow_bill_puts_the_items_in_one_cell_and_keeps_every_amount(replay_home: Path):
+    # nine item columns and a total need ~120 characters: at 150 they are columns, at 80 the items
+    # share one wrapping cell ("compute 4.41 · rework 0.00 · …") and nothing is cut
+    args = ("estimate", "--model", "Llama-3.1-8B", "--bill", "--top", "3")
+    wide, narrow = run_at(150, args, replay_home), run_at(80, args, replay_home)
+    labels = ["compute", "rework", "set-up", "storage", "ckpt", "egress", "ingress", "idle", "fees"]
+    head = next(line for line in wide.splitlines() if "offer (region)" in line).split()
+    assert head[2 : 2 + len(labels)] == labels and head[-2:] == ["total", "unpublished"]
+    amount = re.compile(r"\?|[\d,]+\.\d\d\*?")
+    rows = []
+    for line in wide.splitlines():
+        run = [word for word in line.split() if amount.fullmatch(word)]
+        if len(run) == len(labels) + 1:
+            rows.append(run)
+    assert len(rows) == 3
+    # every amount of every row is in the narrow bill, and each item is named once per offer
+    tokens = narrow.split()
+    assert not Counter(v for row in rows for v in row) - Counter(t for t in tokens if amount.fullmatch(t))
+    assert all(tokens.count(label) == len(rows) for label in labels)
