@@ -247,7 +247,13 @@ def memory_totals(breakdown: Any) -> dict[str, Any]:
 
 def models() -> None:
     """The seeded models (warehouse/seeds/llm_models.csv) with their parameter counts."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="seeded models (any Hugging Face id works too)")
+    # one space between columns: the ids get the room (at 80 columns a model id has ~20 characters)
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        title="seeded models (any Hugging Face id works too)",
+    )
     for column in ("model_id", "params", "active", "layers", "hidden", "heads/kv", "vocab", "context"):
         # the id wraps on a narrow terminal rather than being cut ("deepseek-…" at 80 columns)
         if column == "model_id":
