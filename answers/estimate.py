@@ -326,9 +326,11 @@ def rank_offers(
     return OfferRanking(rows, frontier(priced_rows, cost="total_usd"), details)
 
 
-def shrink_hints(job: Job) -> list[str]:
+def shrink_hints(job: Job, stated_gpus: int | None = None) -> list[str]:
     """What would make a job that does not fit need less memory per GPU, leaving out what the job
-    already does (suggesting --method qlora to a QLoRA job tells its user nothing)."""
+    already does (suggesting --method qlora to a QLoRA job tells its user nothing). On stated
+    hardware (`stated_gpus`: the GPUs asked for) more GPUs too, and ZeRO-3 where several GPUs
+    were asked for unsharded; ranked offers say --max-nodes instead (`_nothing_priced`)."""
     hints = [] if job.method == "qlora" else ["--method qlora"]
     if not job.grad_checkpointing:
         hints.append("--grad-checkpointing")
@@ -338,6 +340,10 @@ def shrink_hints(job: Job) -> list[str]:
         # the fp32 logits over the vocabulary: the peak of a long sequence on a small model
         hints.append("--loss chunked")
     hints.append("shorter sequences")
+    if stated_gpus is not None:
+        hints.append("more GPUs (--gpus, --nodes)")
+        if stated_gpus > 1 and job.sharding not in ("zero3", "hybrid"):
+            hints.append("--sharding zero3")
     return hints
 
 

@@ -749,7 +749,7 @@ def _missing_by_provider(rows: pl.DataFrame) -> list[str]:
 def _bill_table(ranked: pl.DataFrame, fjob: FinetuneJob) -> Table:
     """`estimate --bill`: each shown offer's bill item by item; "?" where a fact is unpublished.
 
-    One column per item needs about 110 characters. Where the terminal is narrower than the
+    One column per item needs about 120 characters. Where the terminal is narrower than the
     table's narrowest layout (rich's own measure: each column at its longest word, amounts whole),
     the items share one wrapping cell ("compute 4.41 · rework 0.00 · …") instead: rich would
     otherwise cut every amount short and squeeze the offer's name out.
@@ -848,9 +848,7 @@ def _print_stated(
     if not row["fits"]:
         from answers.estimate import shrink_hints
 
-        hints = [*shrink_hints(job), "more GPUs (--gpus, --nodes)"]
-        if hw.gpus_per_node * hw.nodes > 1 and job.sharding not in ("zero3", "hybrid"):
-            hints.append("--sharding zero3")
+        hints = shrink_hints(job, stated_gpus=hw.gpus_per_node * hw.nodes)
         console.print(f"no time or cost: the job does not fit (try {', '.join(hints)})", highlight=False)
         return
     hours = answer.hours

@@ -356,7 +356,7 @@ def prices(
 
 
 def _prices_table(rows: Rows) -> Table:
-    # one space between columns and the VRAM under the GPU's name: ten columns fit 80 characters
+    # one space between columns and the VRAM under the GPU's name: nine columns fit 80 characters
     table = Table(
         box=box.SIMPLE_HEAD,
         pad_edge=False,

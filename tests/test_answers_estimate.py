@@ -253,3 +253,15 @@ def test_stated_offer_is_an_instance_types_row() -> None:
     offer = stated_offer(find_gpu("H100-SXM", CATALOG), StatedHardware("H100-SXM", gpus_per_node=8))
     assert (offer["intra_node_interconnect"], offer["intra_node_gbps"]) == ("NVSwitch", 900.0)
     assert offer["price_usd_per_hour"] is None and offer["billing_granularity"] == "per_second"
+
+
+def test_shrink_hints_name_more_gpus_only_on_stated_hardware() -> None:
+    from answers.estimate import shrink_hints
+
+    job = Job(method="lora", precision="bf16-mixed", seq_len=4096, micro_batch=1, sharding="none")
+    ranked = shrink_hints(job)  # the offers' answer says --max-nodes itself
+    assert "more GPUs (--gpus, --nodes)" not in ranked and "--sharding zero3" not in ranked
+    assert shrink_hints(job, stated_gpus=1)[-1] == "more GPUs (--gpus, --nodes)"  # one GPU: nothing to shard
+    assert shrink_hints(job, stated_gpus=8)[-1] == "--sharding zero3"
+    sharded = Job(method="lora", precision="bf16-mixed", seq_len=4096, micro_batch=1, sharding="zero3")
+    assert "--sharding zero3" not in shrink_hints(sharded, stated_gpus=8)
