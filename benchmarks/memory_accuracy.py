@@ -189,6 +189,10 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
     # instead (finetune_qlora_single_gpu.sh: --fp16 True --deepspeed finetune/ds_config_zero2.json)
     qwen1 = re.match(r"(qwen/)?qwen-\d", row["model"].lower()) is not None
     logits_fp32 = not (qwen1 and (_has(row["precision"].lower(), "fp16") or "deepspeed" in method_raw))
+    # Qwen-1's DeepSpeed configs name DeepSpeed's own AdamW (finetune/ds_config_zero3.json:
+    # "optimizer": {"type": "AdamW"}), which DeepSpeed builds as FusedAdam, updating in place
+    # (engine._configure_basic_optimizer without torch_adam); HF Trainer's default is foreach
+    fused_adam = qwen1 and sharding != "none" and zero3_impl == "deepspeed"
     dropout_match = re.search(r"dropout\s*=?\s*(0?\.\d+|0)\b", text)
     dropout = float(dropout_match.group(1)) if dropout_match else (0.1 if fsdp_qlora else None)
 
@@ -201,6 +205,7 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
         method=method,  # type: ignore[arg-type]
         precision=precision,  # type: ignore[arg-type]
         optimizer=optimizer,  # type: ignore[arg-type]
+        optimizer_impl="fused" if fused_adam else "foreach",
         seq_len=int(float(row["seq_len"])),
         micro_batch=int(float(row["micro_batch"])),
         grad_checkpointing=grad_ckpt,

@@ -154,6 +154,18 @@ DS_PARAM_PERSISTENCE_THRESHOLD = 1e5
 # Bytes per element the budget counts: bf16, and for 4-bit bitsandbytes weights the bf16
 # `bnb_4bit_quant_storage` that ZeRO-3 sharding needs (four 4-bit weights per element).
 DS_STORAGE_ELEMENT_BYTES = 2.0
+# DeepSpeed ZeRO-3 keeps each rank's gradient partition in its gradient-accumulation dtype,
+# which is the model's dtype unless the config sets `data_types.grad_accum_dtype`
+# (engine.get_data_types; stage3.py allocates `grad_partitions_flat_buffer` with
+# dtype=self.gradient_accumulation_dtype): 2 B/param under bf16, since DeepSpeed #1453 (2022-01)
+# and unchanged through #8056 (2026-06). The fp32 gradient the optimizer reads exists only in the
+# step, for one sub-group at a time: `_prepare_fp32_grad_for_sub_group` flattens the sub-group's
+# bf16 partitions (a bf16 copy) and casts that to fp32, the optimizer steps that sub-group alone
+# (`_optimizer_step` sets the param group to its flat fp32 partition), `_release_sub_group` drops
+# the fp32 gradient. A sub-group closes once its parameters' partitions reach sub_group_size
+# elements (`_create_fp16_sub_groups`), so it can pass that size by one parameter; the default
+# is 1e9 (DeepSpeedZeroConfig.sub_group_size), as Qwen's and LLaMA-Factory's ZeRO-3 configs set.
+DS_SUB_GROUP_SIZE = 1e9
 # PEFT modules_to_save wrappers per TrainEmbeddings choice: each trains a deep copy of a V×h matrix
 # and keeps the frozen original (ModulesToSaveWrapper.update in peft/utils/other.py). On a tied
 # model the copy breaks the tie: PEFT's default (ensure_weight_tying=False) "treats as separate"
@@ -315,6 +327,7 @@ def model_states_bytes(
     offload: bool,
     gathered_weights: float | None = None,
     mixed_precision: MixedPrecision = "fsdp",
+    deepspeed: bool = False,
 ) -> StateBytes:
     """Per-GPU weight/gradient/optimizer bytes for fully trained parameters under ZeRO stages.
 
@@ -325,6 +338,9 @@ def model_states_bytes(
     framework's own live set; the bf16 gradient of the unit being reduced stays.
     No sharding (DDP) replicates everything: 18Ψ for bf16-mixed AdamW.
     Under autocast the gathered unit and its gradient are fp32 (FSDP MixedPrecision off).
+    ZeRO-3 under DeepSpeed (`deepspeed`) keeps the gradient partition in bf16: 2Ψ/N, the fp32
+    gradient being a per-sub-group transient of the optimizer step (DS_SUB_GROUP_SIZE,
+    `deepspeed_step_grad_bytes`); FSDP keeps its sharded gradient in the fp32 master's dtype.
     """
     w, g, o = bytes_per_param(precision, optimizer, mixed_precision)
     autocast = precision == "bf16-mixed" and mixed_precision == "autocast"
@@ -341,6 +357,8 @@ def model_states_bytes(
     live = gathered if gathered_weights is None else gathered_weights
     if offload:
         return StateBytes(live, gathered, 0.0)
+    if deepspeed and precision == "bf16-mixed" and not autocast:
+        g = BF16_BYTES
     return StateBytes(live + w * params / n, gathered + g * params / n, o * params / n)
 
 
@@ -493,6 +511,7 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
             job.offload,
             gathered_weights=live,
             mixed_precision=job.mixed_precision,
+            deepspeed=deepspeed,
         )
     frozen = _frozen_weight_bytes(model, job)
     copies = embedding_copy_params(model, job)
@@ -859,12 +878,53 @@ def logits_bytes(model: ModelSpec, job: Job) -> float:
     return per * job.memory_seq_len * job.micro_batch * model.vocab_size
 
 
+def _deepspeed_steps_sub_groups(job: Job) -> bool:
+    """Whether the optimizer step runs DeepSpeed ZeRO-3's per-sub-group loop on the GPU over
+    fully trained parameters with a bf16 gradient partition (see DS_SUB_GROUP_SIZE)."""
+    return (
+        job.method == "full"
+        and job.sharding == "zero3"
+        and job.zero3_impl == "deepspeed"
+        and not job.offload
+        and job.precision == "bf16-mixed"
+        and job.mixed_precision != "autocast"
+    )
+
+
+def deepspeed_sub_group_elements(model: ModelSpec, n_gpus: int) -> float:
+    """Elements of one rank's largest optimizer sub-group under DeepSpeed ZeRO-3.
+
+    Each parameter is partitioned over the ranks on its own, and sub-groups are cut from the
+    parameter group in its order (`_create_fp16_sub_groups`): HF Trainer's weight-decay group
+    lists the embedding, each decoder layer's weights (attention, then every expert's MLP and the
+    router) and the untied head (`named_parameters` order; norms and biases go to the small
+    no-decay group). A sub-group closes at the weight that brings it to DS_SUB_GROUP_SIZE.
+    """
+    n = max(1, n_gpus)
+    vh = model.vocab_size * model.hidden_size
+    attention, mlp = layer_linears(model)
+    experts = model.num_experts if model.is_moe and model.num_experts else 1
+    router = [model.hidden_size * experts] if model.is_moe else []
+    mlp_weights = [d_in * d_out for _, d_in, d_out in mlp] * experts
+    layer = [d_in * d_out for _, d_in, d_out in attention] + mlp_weights
+    weights = [vh, *(layer + router) * model.layers, *([] if model.tied_embeddings else [vh])]
+    largest = current = 0.0
+    for size in weights:
+        current += size / n
+        if current >= DS_SUB_GROUP_SIZE:
+            largest, current = max(largest, current), 0.0
+    return max(largest, current)
+
+
 def _optimizer_temporaries(model: ModelSpec, job: Job, n_gpus: int) -> float:
     """Bytes the optimizer step allocates on top of the states (foreach AdamW's sqrt(v))."""
     if job.optimizer != "adamw" or job.offload or job.optimizer_impl != "foreach":
         return 0.0
     shard = max(1, n_gpus) if job.sharding != "none" else 1
     v_bytes = 4.0 if job.precision == "bf16-mixed" else 2.0
+    if _deepspeed_steps_sub_groups(job):
+        # DeepSpeed hands the optimizer one sub-group's flat fp32 partition at a time
+        return FOREACH_TEMPORARIES * v_bytes * deepspeed_sub_group_elements(model, n_gpus)
     if job.method == "full":
         return FOREACH_TEMPORARIES * v_bytes * model.params / shard
     # a trained embedding / head copy keeps v in its own dtype (see _copy_bytes_per_param)
@@ -897,7 +957,15 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     context = CUDA_CONTEXT_GB * GB
     casts = autocast_cast_bytes(held, job)
     step_allocated = states.total + acts + logits + casts
-    optimizer_allocated = states.total + _optimizer_temporaries(held, job, n_gpus)
+    temporaries = _optimizer_temporaries(held, job, n_gpus)
+    step_grads = 0.0
+    if _deepspeed_steps_sub_groups(job):
+        # one sub-group's fp32 gradient; next to it first the flattened bf16 copy it is cast from,
+        # then the optimizer's temporaries (DS_SUB_GROUP_SIZE)
+        sub_group = deepspeed_sub_group_elements(held, n_gpus)
+        step_grads = FP32_BYTES * sub_group
+        temporaries = max(BF16_BYTES * sub_group, temporaries)
+    optimizer_allocated = states.total + step_grads + temporaries
     # load: the weights as stored (bitsandbytes quantizes one linear at a time on load: the
     # dequantization buffer in the weights covers it); FSDP materializes one decoder unit in bf16
     # before sharding it
@@ -919,13 +987,7 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     if phase == "step":
         parts = [states.weights + casts, states.gradients, states.optimizer, acts, logits]
     elif phase == "optimizer":
-        parts = [
-            states.weights,
-            states.gradients,
-            optimizer_allocated - states.total + states.optimizer,
-            0,
-            0,
-        ]
+        parts = [states.weights, states.gradients + step_grads, states.optimizer + temporaries, 0, 0]
     else:
         parts = [load_allocated, 0.0, 0.0, 0.0, 0.0]
     w, g, o, a, lg = (p / GB for p in parts)

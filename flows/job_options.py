@@ -416,8 +416,8 @@ TrainEmbeddingsChoice = _choices("TrainEmbeddingsChoice", TrainEmbeddings)
 Zero3ImplOpt = Annotated[
     Zero3ImplChoice,
     typer.Option(
-        help="Who shards a zero3 job: fsdp (2 units + embedding/head gathered) or deepspeed "
-        "(its 1e9-parameter live budget)."
+        help="Who shards a zero3 job: fsdp (2 units + embedding/head gathered, fp32 gradient "
+        "shard) or deepspeed (its 1e9-parameter live budget, bf16 gradient partition)."
     ),
 ]
 TrainEmbeddingsOpt = Annotated[

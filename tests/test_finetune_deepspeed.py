@@ -15,8 +15,10 @@ from benchmarks.memory_accuracy import row_to_case
 from finetune import Job, ModelSpec, memory_per_gpu
 from finetune.memory import (
     DS_MAX_LIVE_PARAMETERS,
+    DS_SUB_GROUP_SIZE,
     _largest_param_bytes,
     deepspeed_live_bytes,
+    deepspeed_sub_group_elements,
     model_states,
 )
 from flows.cli import app
@@ -130,9 +132,10 @@ def test_one_rank_gathers_nothing() -> None:
         )
     full = Job(method="full", sharding="zero3")
     fsdp, ds = model_states(m, full, 1), model_states(m, replace(full, zero3_impl="deepspeed"), 1)
-    # the estimator's gathered layer is gone; its bf16 gradient stays
+    # the estimator's gathered layer is gone; its bf16 gradient stays, and DeepSpeed's gradient
+    # partition is bf16 where FSDP's is fp32
     assert fsdp.weights - ds.weights == pytest.approx(2 * 128_256 * 4096)
-    assert fsdp.gradients == ds.gradients
+    assert fsdp.gradients - ds.gradients == pytest.approx(2 * m.params)
 
 
 def test_deepspeed_holds_the_budget_beyond_the_shard() -> None:
@@ -196,14 +199,104 @@ def test_calibration_rows_that_name_deepspeed_read_as_deepspeed() -> None:
     }  # fmt: skip
     case = row_to_case(row, MODELS)
     assert case.job is not None and (case.job.sharding, case.job.zero3_impl) == ("zero3", "deepspeed")
+    # Qwen's ds_config_zero3.json names DeepSpeed's AdamW: FusedAdam, no foreach temporaries
+    assert case.job.optimizer_impl == "fused"
     # a row whose method says FSDP stays FSDP even when its source cites both frameworks' docs
     fsdp = row_to_case({**row, "method": "qlora + FSDP", "source": "peft {deepspeed,fsdp}.md"}, MODELS)
     assert fsdp.job is not None and fsdp.job.zero3_impl == "fsdp"
-    # the step-phase peak of that DeepSpeed row is below FSDP's: one rank gathers nothing
-    assert (
-        memory_per_gpu(case.model, case.job).total_gb
-        < memory_per_gpu(  # type: ignore[arg-type]
-            case.model,
-            replace(case.job, zero3_impl="fsdp"),  # type: ignore[arg-type]
-        ).total_gb
-    )
+    # the step phase of that DeepSpeed row is below FSDP's: one rank gathers nothing and the
+    # gradient partition is bf16; its peak is the optimizer step, whose fp32 sub-group FSDP lacks
+    ds = memory_per_gpu(case.model, case.job)  # type: ignore[arg-type]
+    fsdp_b = memory_per_gpu(case.model, replace(case.job, zero3_impl="fsdp"))  # type: ignore[arg-type]
+    assert dict(ds.phases_gb)["step"] < dict(fsdp_b.phases_gb)["step"]
+    assert ds.peak_phase == "optimizer"
+
+
+# --- The gradient: a bf16 partition, fp32 one sub-group at a time in the step ----------------------
+
+
+def _sub_groups(m: ModelSpec, n: int) -> list[float]:
+    """Per-rank sub-group sizes by DeepSpeed's rule (`_create_fp16_sub_groups`), one weight at a
+    time over HF's weight-decay group: the embedding, each layer's seven weights, the untied head;
+    a sub-group closes at the weight that brings it to sub_group_size elements."""
+    weights = [size for name, size in _trace(m)[: 1 + 7 * m.layers]]
+    if not m.tied_embeddings:
+        weights.append(m.vocab_size * m.hidden_size)
+    groups, current = [], 0.0
+    for size in weights:
+        current += size / n
+        if current >= DS_SUB_GROUP_SIZE:
+            groups, current = [*groups, current], 0.0
+    return groups + ([current] if current else [])
+
+
+SUB_GROUP_MODELS = ["Qwen/Qwen2.5-0.5B", "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B"]
+
+
+@pytest.mark.parametrize("model_id", SUB_GROUP_MODELS)
+@pytest.mark.parametrize("n", [1, 2, 8])
+def test_largest_sub_group_follows_deepspeeds_rule(model_id: str, n: int) -> None:
+    m = MODELS[model_id]
+    assert deepspeed_sub_group_elements(m, n) == pytest.approx(max(_sub_groups(m, n)), rel=1e-12)
+    # never more than the rank's whole partition, nor more than the size plus one weight
+    assert deepspeed_sub_group_elements(m, n) <= m.params / n
+    assert deepspeed_sub_group_elements(m, n) < DS_SUB_GROUP_SIZE + m.vocab_size * m.hidden_size / n
+
+
+def test_llama_8b_on_one_gpu_closes_its_first_sub_group_at_the_third_layers_o_proj() -> None:
+    """By hand: embedding 128,256·4,096 = 525.3M, a layer's seven weights 218.1M, so two layers
+    bring the sub-group to 961.5M; the third layer's q (16.8M), k, v (4.2M each) and o (16.8M)
+    bring it to 1,003.5M, past the 1e9 size, and it closes there."""
+    m = MODELS["meta-llama/Llama-3.1-8B"]
+    attention = 2 * 4096 * 4096 + 2 * 4096 * 1024
+    layer = attention + 3 * 4096 * 14336
+    groups = _sub_groups(m, 1)
+    assert groups[0] == 128_256 * 4096 + 2 * layer + attention == 1_003_487_232
+    assert sum(groups) == pytest.approx(m.params - (2 * m.layers + 1) * m.hidden_size, rel=1e-9)
+
+
+def test_deepspeed_keeps_a_bf16_gradient_partition_and_casts_one_sub_group_to_fp32() -> None:
+    m = MODELS["meta-llama/Llama-3.1-70B"]
+    n = 8
+    ds = Job(method="full", sharding="zero3", zero3_impl="deepspeed", seq_len=512, optimizer_impl="fused")
+    fsdp = replace(ds, zero3_impl="fsdp")
+    gathered = 2.0 * max(m.vocab_size * m.hidden_size, m.params // m.layers)
+    assert model_states(m, ds, n).gradients == pytest.approx(2.0 * m.params / n + gathered, rel=1e-2)
+    assert model_states(m, fsdp, n).gradients == pytest.approx(4.0 * m.params / n + gathered, rel=1e-2)
+    # the optimizer phase: the states, one sub-group's fp32 gradient and the bf16 copy it is cast
+    # from (FusedAdam updates in place)
+    b = memory_per_gpu(m, ds, n)
+    sub_group = deepspeed_sub_group_elements(m, n)
+    phases = dict(b.phases_gb)
+    states = model_states(m, ds, n).total
+    assert phases["optimizer"] * 1e9 == pytest.approx(states + 6.0 * sub_group + 0.5e9, rel=1e-6)
+    assert b.gradients_gb * 1e9 == pytest.approx(model_states(m, ds, n).gradients + 4.0 * sub_group, rel=1e-6)
+    # foreach AdamW's sqrt(v) of that sub-group (4 B) outweighs the freed bf16 copy (2 B)
+    foreach = dict(memory_per_gpu(m, replace(ds, optimizer_impl="foreach"), n).phases_gb)["optimizer"]
+    assert (foreach - phases["optimizer"]) * 1e9 == pytest.approx(2.0 * sub_group, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"zero3_impl": "fsdp"},  # FSDP keeps an fp32 sharded gradient
+        {"offload": True},  # the partitions and the step live on the CPU
+        {"precision": "bf16-pure"},  # the gradient is already the master's dtype
+        {"method": "lora"},  # adapters: counted in fp32 like their master copy
+    ],
+)
+def test_only_deepspeeds_gpu_step_over_full_bf16_mixed_casts_a_sub_group(change: dict[str, object]) -> None:
+    m = MODELS["Qwen/Qwen2.5-0.5B"]
+    base = Job(method="full", sharding="zero3", zero3_impl="deepspeed", seq_len=256, optimizer_impl="fused")
+    job = replace(base, **change)  # type: ignore[arg-type]
+    b = memory_per_gpu(m, job, 2)
+    states = model_states(m, job, 2)
+    assert dict(b.phases_gb)["optimizer"] * 1e9 == pytest.approx(states.total + 0.5e9, rel=1e-6)
+
+
+def test_deepspeed_full_fine_tuning_needs_less_than_fsdp_once_the_partition_passes_a_sub_group() -> None:
+    """70B on 8 GPUs: 2 B/param less (17.6 GB) against one 1e9-element sub-group's 6 GB."""
+    m = MODELS["meta-llama/Llama-3.1-70B"]
+    ds = Job(method="full", sharding="zero3", zero3_impl="deepspeed", seq_len=4096, optimizer_impl="fused")
+    saved = memory_per_gpu(m, replace(ds, zero3_impl="fsdp"), 8).total_gb - memory_per_gpu(m, ds, 8).total_gb
+    assert saved > 10.0
