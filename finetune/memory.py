@@ -331,7 +331,10 @@ def model_states_bytes(
 ) -> StateBytes:
     """Per-GPU weight/gradient/optimizer bytes for fully trained parameters under ZeRO stages.
 
-    ZeRO-2 (estimate_zero2_model_states_mem_needs): 2Ψ + 18Ψ/N, or 2Ψ with CPU offload.
+    ZeRO-2 (estimate_zero2_model_states_mem_needs): 2Ψ + 18Ψ/N, or 2Ψ with CPU offload; of its 18,
+    the "4_grads_32bit" exist only in the optimizer step, one param group at a time
+    (stage_1_and_2.py `step`), so the states kept between steps are 2Ψ + 16Ψ/N and the optimizer
+    phase adds the fp32 gradient (`_fp32_gradient_elements`).
     ZeRO-3 (estimate_zero3_model_states_mem_needs): 4·largest_layer + 18Ψ/N; params+optimizer
     offload leaves 4·largest_layer (the gathered bf16 layer and its bf16 gradient).
     `gathered_weights` replaces the estimator's gathered bf16 weights (2·largest_layer) with a
@@ -339,8 +342,8 @@ def model_states_bytes(
     No sharding (DDP) replicates everything: 18Ψ for bf16-mixed AdamW.
     Under autocast the gathered unit and its gradient are fp32 (FSDP MixedPrecision off).
     ZeRO-3 under DeepSpeed (`deepspeed`) keeps the gradient partition in bf16: 2Ψ/N, the fp32
-    gradient being a per-sub-group transient of the optimizer step (DS_SUB_GROUP_SIZE,
-    `deepspeed_step_grad_bytes`); FSDP keeps its sharded gradient in the fp32 master's dtype.
+    gradient being a per-sub-group transient of the optimizer step (DS_SUB_GROUP_SIZE); FSDP keeps
+    its sharded gradient in the fp32 master's dtype.
     """
     w, g, o = bytes_per_param(precision, optimizer, mixed_precision)
     autocast = precision == "bf16-mixed" and mixed_precision == "autocast"
@@ -350,8 +353,9 @@ def model_states_bytes(
     if sharding == "zero2":
         if offload:
             return StateBytes(w * params, 0.0, 0.0)
-        # the 16-bit gradient partition DeepSpeed keeps next to the fp32 one (the "2_grads_16bit")
-        g_zero2 = g + (2.0 if precision == "bf16-mixed" and not autocast else 0.0)
+        # DeepSpeed keeps the 16-bit gradient partition (`grads_in_partition`, dtype=self.dtype:
+        # the estimator's "2_grads_16bit"); its fp32 copy is the optimizer step's
+        g_zero2 = BF16_BYTES if precision == "bf16-mixed" and not autocast else g
         return StateBytes(w * params, g_zero2 * params / n, o * params / n)
     gathered = (FP32_BYTES if autocast else BF16_BYTES) * largest_layer
     live = gathered if gathered_weights is None else gathered_weights
@@ -878,17 +882,28 @@ def logits_bytes(model: ModelSpec, job: Job) -> float:
     return per * job.memory_seq_len * job.micro_batch * model.vocab_size
 
 
-def _deepspeed_steps_sub_groups(job: Job) -> bool:
-    """Whether the optimizer step runs DeepSpeed ZeRO-3's per-sub-group loop on the GPU over
-    fully trained parameters with a bf16 gradient partition (see DS_SUB_GROUP_SIZE)."""
+def _fp32_gradient_in_step(job: Job) -> bool:
+    """Whether the optimizer step makes the fp32 gradient from a kept bf16 partition on the GPU:
+    full fine-tuning in bf16-mixed under DeepSpeed ZeRO-2, or ZeRO-3 under DeepSpeed (see
+    DS_SUB_GROUP_SIZE); FSDP and DDP keep an fp32 gradient throughout, offload steps on the CPU."""
+    deepspeed = job.sharding == "zero2" or (job.sharding == "zero3" and job.zero3_impl == "deepspeed")
     return (
-        job.method == "full"
-        and job.sharding == "zero3"
-        and job.zero3_impl == "deepspeed"
+        deepspeed
+        and job.method == "full"
         and not job.offload
         and job.precision == "bf16-mixed"
         and job.mixed_precision != "autocast"
     )
+
+
+def _fp32_gradient_elements(model: ModelSpec, job: Job, n_gpus: int) -> float:
+    """Elements the optimizer step holds an fp32 gradient for at once: ZeRO-3's largest
+    sub-group, or ZeRO-2's param group, which is the rank's whole partition less the norms
+    (`_optimizer_step` steps one param group at a time; HF Trainer's weight-decay group holds
+    every weight)."""
+    if job.sharding == "zero3":
+        return deepspeed_sub_group_elements(model, n_gpus)
+    return model.params / max(1, n_gpus)
 
 
 def deepspeed_sub_group_elements(model: ModelSpec, n_gpus: int) -> float:
@@ -922,9 +937,9 @@ def _optimizer_temporaries(model: ModelSpec, job: Job, n_gpus: int) -> float:
         return 0.0
     shard = max(1, n_gpus) if job.sharding != "none" else 1
     v_bytes = 4.0 if job.precision == "bf16-mixed" else 2.0
-    if _deepspeed_steps_sub_groups(job):
-        # DeepSpeed hands the optimizer one sub-group's flat fp32 partition at a time
-        return FOREACH_TEMPORARIES * v_bytes * deepspeed_sub_group_elements(model, n_gpus)
+    if _fp32_gradient_in_step(job):
+        # DeepSpeed hands the optimizer one group's flat fp32 partition at a time
+        return FOREACH_TEMPORARIES * v_bytes * _fp32_gradient_elements(model, job, n_gpus)
     if job.method == "full":
         return FOREACH_TEMPORARIES * v_bytes * model.params / shard
     # a trained embedding / head copy keeps v in its own dtype (see _copy_bytes_per_param)
@@ -959,12 +974,12 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     step_allocated = states.total + acts + logits + casts
     temporaries = _optimizer_temporaries(held, job, n_gpus)
     step_grads = 0.0
-    if _deepspeed_steps_sub_groups(job):
-        # one sub-group's fp32 gradient; next to it first the flattened bf16 copy it is cast from,
+    if _fp32_gradient_in_step(job):
+        # one group's fp32 gradient; next to it first the flattened bf16 copy it is cast from,
         # then the optimizer's temporaries (DS_SUB_GROUP_SIZE)
-        sub_group = deepspeed_sub_group_elements(held, n_gpus)
-        step_grads = FP32_BYTES * sub_group
-        temporaries = max(BF16_BYTES * sub_group, temporaries)
+        group = _fp32_gradient_elements(held, job, n_gpus)
+        step_grads = FP32_BYTES * group
+        temporaries = max(BF16_BYTES * group, temporaries)
     optimizer_allocated = states.total + step_grads + temporaries
     # load: the weights as stored (bitsandbytes quantizes one linear at a time on load: the
     # dequantization buffer in the weights covers it); FSDP materializes one decoder unit in bf16

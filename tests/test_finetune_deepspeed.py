@@ -300,3 +300,34 @@ def test_deepspeed_full_fine_tuning_needs_less_than_fsdp_once_the_partition_pass
     ds = Job(method="full", sharding="zero3", zero3_impl="deepspeed", seq_len=4096, optimizer_impl="fused")
     saved = memory_per_gpu(m, replace(ds, zero3_impl="fsdp"), 8).total_gb - memory_per_gpu(m, ds, 8).total_gb
     assert saved > 10.0
+
+
+@pytest.mark.parametrize("impl", ["fused", "foreach"])
+def test_zero2_keeps_its_bf16_partition_and_makes_the_fp32_gradient_in_the_step(impl: str) -> None:
+    """stage_1_and_2.py: `grads_in_partition` is allocated in the 16-bit dtype; `step` casts one
+    param group's flattened partition to fp32, steps that group alone, and drops it."""
+    m = MODELS["meta-llama/Llama-3.1-8B"]
+    n = 8
+    job = Job(method="full", sharding="zero2", seq_len=4096, optimizer_impl=impl)  # type: ignore[arg-type]
+    states = model_states(m, job, n)
+    assert states.gradients == pytest.approx(2.0 * m.params / n)
+    b = memory_per_gpu(m, job, n)
+    phases = dict(b.phases_gb)
+    # fp32 gradient (4 B) plus the larger of the bf16 copy (2 B) and foreach's sqrt(v) (4 B)
+    transient = (4.0 + (4.0 if impl == "foreach" else 2.0)) * m.params / n
+    assert phases["optimizer"] * 1e9 == pytest.approx(states.total + transient + 0.5e9, rel=1e-9)
+    # never below DeepSpeed's closed form for the states, which counts both gradients
+    assert phases["optimizer"] * 1e9 - 0.5e9 >= 2 * m.params + 18 * m.params / n - 1
+
+
+def test_zero2_step_phase_is_four_bytes_per_param_share_below_the_estimator() -> None:
+    """Where activations set the peak, ZeRO-2's drop is the fp32 gradient it no longer carries."""
+    m = MODELS["meta-llama/Llama-3.1-8B"]
+    job = Job(method="full", sharding="zero2", seq_len=8192, micro_batch=4, grad_checkpointing=False)
+    kept = model_states(m, job, 8)
+    estimator = 2 * m.params + 18 * m.params / 8
+    assert estimator - kept.total == pytest.approx(4 * m.params / 8)
+    b = memory_per_gpu(m, job, 8)
+    assert b.peak_phase == "step"
+    # the training step holds the bf16 partition only
+    assert b.gradients_gb * 1e9 == pytest.approx(2 * m.params / 8)
