@@ -164,7 +164,8 @@ DS_STORAGE_ELEMENT_BYTES = 2.0
 # (`_optimizer_step` sets the param group to its flat fp32 partition), `_release_sub_group` drops
 # the fp32 gradient. A sub-group closes once its parameters' partitions reach sub_group_size
 # elements (`_create_fp16_sub_groups`), so it can pass that size by one parameter; the default
-# is 1e9 (DeepSpeedZeroConfig.sub_group_size), as Qwen's and LLaMA-Factory's ZeRO-3 configs set.
+# is 1e9 (DeepSpeedZeroConfig.sub_group_size), as Qwen's and LLaMA-Factory's ZeRO-3 configs set;
+# axolotl's deepspeed_configs/zero3_bf16.json sets 0, one weight per sub-group, a smaller transient.
 DS_SUB_GROUP_SIZE = 1e9
 # PEFT modules_to_save wrappers per TrainEmbeddings choice: each trains a deep copy of a V×h matrix
 # and keeps the frozen original (ModulesToSaveWrapper.update in peft/utils/other.py). On a tied
