@@ -199,7 +199,13 @@ def memory_ask(job: JobOptions, *, gpus: int, sharding: str, spec: ModelSpec | N
 def memory(
     job: JobOptions,
     gpus: Annotated[int, typer.Option(min=1, help="GPUs (data-parallel, times --tensor-parallel).")] = 1,
-    sharding: Annotated[ShardingChoice, typer.Option(help="ZeRO stage / FSDP.")] = DEFAULT_SHARDING,
+    sharding: Annotated[
+        ShardingChoice,
+        typer.Option(
+            help="none: DDP; zero2: DeepSpeed ZeRO-2; zero3: FSDP or DeepSpeed (--zero3-impl); "
+            "hybrid: HSDP (estimate --nodes)."
+        ),
+    ] = DEFAULT_SHARDING,
     as_json: JsonOpt = False,
 ) -> None:
     """Peak memory per GPU (GB = 1e9 bytes) of one fine-tuning configuration. Needs no warehouse."""

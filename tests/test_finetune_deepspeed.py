@@ -331,3 +331,10 @@ def test_zero2_step_phase_is_four_bytes_per_param_share_below_the_estimator() ->
     assert b.peak_phase == "step"
     # the training step holds the bf16 partition only
     assert b.gradients_gb * 1e9 == pytest.approx(2 * m.params / 8)
+
+
+def test_memory_help_says_which_framework_each_sharding_is() -> None:
+    # zero2 is DeepSpeed's stage 2 (its bf16 gradient partition above), zero3 either framework
+    text = runner.invoke(app, ["memory", "--help"], env={"COLUMNS": "200"}).output
+    assert "zero2: DeepSpeed ZeRO-2" in text
+    assert "zero3: FSDP or DeepSpeed (--zero3-impl)" in text
