@@ -348,6 +348,7 @@ def model_states_bytes(
     """
     w, g, o = bytes_per_param(precision, optimizer, mixed_precision)
     autocast = precision == "bf16-mixed" and mixed_precision == "autocast"
+    bf16_partition = _deepspeed_keeps_bf16_gradient(precision, mixed_precision)
     n = max(1, n_gpus)
     if sharding == "none":
         return StateBytes(w * params, g * params, o * params)
@@ -356,13 +357,13 @@ def model_states_bytes(
             return StateBytes(w * params, 0.0, 0.0)
         # DeepSpeed keeps the 16-bit gradient partition (`grads_in_partition`, dtype=self.dtype:
         # the estimator's "2_grads_16bit"); its fp32 copy is the optimizer step's
-        g_zero2 = BF16_BYTES if precision == "bf16-mixed" and not autocast else g
+        g_zero2 = BF16_BYTES if bf16_partition else g
         return StateBytes(w * params, g_zero2 * params / n, o * params / n)
     gathered = (FP32_BYTES if autocast else BF16_BYTES) * largest_layer
     live = gathered if gathered_weights is None else gathered_weights
     if offload:
         return StateBytes(live, gathered, 0.0)
-    if deepspeed and precision == "bf16-mixed" and not autocast:
+    if deepspeed and bf16_partition:
         g = BF16_BYTES
     return StateBytes(live + w * params / n, gathered + g * params / n, o * params / n)
 
@@ -883,25 +884,31 @@ def logits_bytes(model: ModelSpec, job: Job) -> float:
     return per * job.memory_seq_len * job.micro_batch * model.vocab_size
 
 
+def _deepspeed_keeps_bf16_gradient(precision: Precision, mixed_precision: MixedPrecision) -> bool:
+    """Whether DeepSpeed's gradient partition is 16-bit where the optimizer's master is fp32:
+    bf16-mixed with bf16 modules (under autocast the modules, so their gradients, are fp32; under
+    bf16-pure the master is 16-bit too, nothing to cast)."""
+    return precision == "bf16-mixed" and mixed_precision != "autocast"
+
+
 def _fp32_gradient_in_step(job: Job) -> bool:
     """Whether the optimizer step makes the fp32 gradient from a kept bf16 partition on the GPU:
-    full fine-tuning in bf16-mixed under DeepSpeed ZeRO-2, or ZeRO-3 under DeepSpeed (see
-    DS_SUB_GROUP_SIZE); FSDP and DDP keep an fp32 gradient throughout, offload steps on the CPU."""
+    full fine-tuning under DeepSpeed ZeRO-2, or ZeRO-3 under DeepSpeed (see DS_SUB_GROUP_SIZE);
+    FSDP and DDP keep an fp32 gradient throughout, offload steps on the CPU."""
     deepspeed = job.sharding == "zero2" or (job.sharding == "zero3" and job.zero3_impl == "deepspeed")
     return (
         deepspeed
         and job.method == "full"
         and not job.offload
-        and job.precision == "bf16-mixed"
-        and job.mixed_precision != "autocast"
+        and _deepspeed_keeps_bf16_gradient(job.precision, job.mixed_precision)
     )
 
 
 def _fp32_gradient_elements(model: ModelSpec, job: Job, n_gpus: int) -> float:
     """Elements the optimizer step holds an fp32 gradient for at once: ZeRO-3's largest
-    sub-group, or ZeRO-2's param group, which is the rank's whole partition less the norms
-    (`_optimizer_step` steps one param group at a time; HF Trainer's weight-decay group holds
-    every weight)."""
+    sub-group, or ZeRO-2's largest param group (`_optimizer_step` steps one at a time). HF
+    Trainer's weight-decay group holds every weight, all but the norms and biases, so the rank's
+    whole partition is taken (the no-decay group is under 0.1 % of it)."""
     if job.sharding == "zero3":
         return deepspeed_sub_group_elements(model, n_gpus)
     return model.params / max(1, n_gpus)

@@ -795,7 +795,7 @@ def status() -> None:
         )
         console.print(
             f"warning: {provider}: {offers} current offer(s) left out of the answers, {why}; "
-            "`select * from marts.dropped_offers` lists them",
+            "the table marts.dropped_offers lists them (`gpucost sql`)",
             soft_wrap=True,
             highlight=False,
         )

@@ -199,7 +199,10 @@ def test_status_counts_the_dropped_offers(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["status"])
     assert result.exit_code == 0, result.output
     assert "warning: lambdalabs: 1 current offer(s) left out of the answers" in result.stdout
-    assert "GPUCOST_MAX_USD_PER_GPU_HOUR ($2.5/GPU-hour)" in result.stdout.replace("\n", " ")
+    flat = result.stdout.replace("\n", " ")
+    assert "GPUCOST_MAX_USD_PER_GPU_HOUR ($2.5/GPU-hour)" in flat
+    # where to look, without SQL written in flows/: the table and the command that reads it
+    assert "the table marts.dropped_offers lists them (`gpucost sql`)" in flat
 
 
 def test_the_page_counts_every_guard_s_held_prices(con):
