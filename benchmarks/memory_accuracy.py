@@ -222,6 +222,8 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
         logits_fp32=logits_fp32,
         lora_dropout=dropout if method != "full" else None,
         keeps_outputs=fsdp_qlora,
+        # fsdp_qlora's "DDP" is FSDP NO_SHARD (`--sharding_strategy ddp`): no bucket copy
+        ddp_bucket_view=fsdp_qlora,
     )
     return Case(
         setup,

@@ -178,6 +178,18 @@ class Job:
     # The mean document length in tokens; None: attention spans the whole `seq_len` (torchtune
     # and torchtitan pack with one causal mask over the row unless asked otherwise).
     doc_len: float | None = None
+    # --- modelmem (issue 23): torch DistributedDataParallel (sharding "none" on several GPUs)
+    # all-reduces flat buckets, not the gradients themselves: the reducer allocates every bucket
+    # at construction (`bucket.gradients`, torch/csrc/distributed/c10d/reducer.cpp), copies each
+    # gradient into it as backward makes it and copies the reduced bucket back into `param.grad`,
+    # so each GPU holds every trained gradient twice. gradient_as_bucket_view=True makes the
+    # gradients views into the buckets instead (pytorch/pytorch PR #41954: peak memory falls by
+    # about the gradients' size). False is the default of torch, of Accelerate's
+    # DistributedDataParallelKwargs and so of the HF Trainer, whose `_wrap_model` passes only
+    # find_unused_parameters, bucket_cap_mb and broadcast_buffers. True: gradient_as_bucket_view,
+    # or FSDP NO_SHARD (fsdp_qlora's `--sharding_strategy ddp`), which all-reduces its flat
+    # gradient in place. Which unsharded jobs torch DDP runs at all: finetune.memory._runs_torch_ddp.
+    ddp_bucket_view: bool = False
 
     def __post_init__(self) -> None:
         if min(self.seq_len, self.micro_batch, self.lora_rank, self.grad_accumulation) < 1:

@@ -197,6 +197,8 @@ class MemoryBreakdown:
     reserved_gb: float = 0.0
     peak_phase: str = "step"
     phases_gb: tuple[tuple[str, float], ...] = ()
+    # the part of gradients_gb that is torch DDP's bucket copy (`ddp_bucket_bytes`)
+    ddp_bucket_gb: float = 0.0
 
     @property
     def device_gb(self) -> float:
@@ -223,6 +225,7 @@ class MemoryBreakdown:
             "device_gb": self.device_gb,
             "peak_phase": self.peak_phase,
             "phases_gb": dict(self.phases_gb),
+            "ddp_bucket_gb": self.ddp_bucket_gb,
         }
 
 
@@ -492,8 +495,51 @@ def _copy_bytes_per_param(job: Job) -> tuple[float, float, float]:
     return w, w, (w * 2 if job.optimizer == "adamw" else states)
 
 
+def _adapter_bytes(job: Job) -> float:
+    """Bytes per LoRA adapter parameter (and so per element of its gradient): fp32 under mixed
+    precision (PEFT keeps them fp32; they are their own master copy), bf16 under pure bf16."""
+    return FP32_BYTES if job.precision == "bf16-mixed" else BF16_BYTES
+
+
+def ddp_gradient_bytes(model: ModelSpec, job: Job) -> float:
+    """Bytes of one copy of every trained gradient in its parameter's own dtype, as torch DDP
+    holds and all-reduces it: the modules' dtype for full fine-tuning (fp32 under autocast, else
+    bf16), the adapters' (`_adapter_bytes`) and the trained embedding / head copies' for LoRA."""
+    if job.method == "full":
+        return _module_bytes(job) * model.params
+    copy_g = _copy_bytes_per_param(job)[1]
+    return _adapter_bytes(job) * adapter_params(model, job) + copy_g * embedding_copy_params(model, job)
+
+
+def _runs_torch_ddp(job: Job) -> bool:
+    """Whether an unsharded job on several GPUs is torch's DistributedDataParallel: LoRA and QLoRA
+    (the HF Trainer wraps any model in it), full fine-tuning of fp32 modules under autocast or of
+    bf16 ones in pure bf16. Full fine-tuning of bf16 modules with an fp32 master (bf16-mixed,
+    mixed_precision "fsdp") is held only by frameworks that reduce on their own: FSDP NO_SHARD
+    with MixedPrecision, DeepSpeed's bf16 engine, Megatron's DDP into its fp32 main_grad buffer."""
+    return not (job.method == "full" and job.precision == "bf16-mixed" and job.mixed_precision == "fsdp")
+
+
+def ddp_bucket_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
+    """The flat buckets torch DDP keeps beside the gradients on each GPU (`Job.ddp_bucket_view`):
+    one more copy of the trained gradients, from construction on; 0 on one GPU (no DDP), with
+    gradient_as_bucket_view or FSDP NO_SHARD, under ZeRO/FSDP sharding and where the job is not
+    torch DDP's (`_runs_torch_ddp`)."""
+    if job.sharding != "none" or n_gpus <= 1 or job.ddp_bucket_view or not _runs_torch_ddp(job):
+        return 0.0
+    return ddp_gradient_bytes(model, job)
+
+
 def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
-    """Per-GPU weights, gradients and optimizer state of `job` during the training step."""
+    """Per-GPU weights, gradients (DDP's bucket copy included) and optimizer state of `job`
+    during the training step."""
+    states = _sharded_model_states(model, job, n_gpus)
+    bucket = ddp_bucket_bytes(model, job, n_gpus)
+    return replace(states, gradients=states.gradients + bucket) if bucket else states
+
+
+def _sharded_model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
+    """Weights, gradients and optimizer state per GPU as the sharding places them."""
     n = max(1, n_gpus)
     deepspeed = job.sharding == "zero3" and job.zero3_impl == "deepspeed"
     if job.method == "full":
@@ -552,9 +598,8 @@ def model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes:
             weights = gathered + kept
         elif n > 1:
             weights = (weights - kept) / n + kept + gathered
-    # adapters: fp32 under mixed precision (they are their own master copy), bf16 under pure bf16
     t = adapter_params(model, job)
-    adapter_w = 4.0 if job.precision == "bf16-mixed" else 2.0
+    adapter_w = _adapter_bytes(job)
     w_b, g_b, o_b = adapter_w, adapter_w, OPTIMIZER_STATE_BYTES[job.optimizer]
     if job.precision == "bf16-pure" and job.optimizer == "adamw":
         o_b = o_b / 2
@@ -1026,4 +1071,5 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
         reserved_gb=reserved / GB,
         peak_phase=phase,
         phases_gb=tuple((k, v / GB) for k, v in phases.items()),
+        ddp_bucket_gb=ddp_bucket_bytes(held, job, n_gpus) / GB if phase != "load" else 0.0,
     )

@@ -101,6 +101,7 @@ from finetune.memory import (
     adapted_linears,
     adapter_params,
     attention_impl,
+    ddp_gradient_bytes,
     embedding_copy_params,
     memory_per_gpu,
     quantized_bytes_per_param,
@@ -1037,27 +1038,43 @@ def _optimizer_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
 def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float:
     """Bytes each GPU moves per micro-step for data parallelism, ring factor (N−1)/N included.
 
-    DDP all-reduces bf16 gradients (2× their bytes) once per optimizer step; ZeRO-2
+    DDP all-reduces the gradients (2× their bytes) once per optimizer step; ZeRO-2
     reduce-scatters them and all-gathers the updated weights (2×); ZeRO-3/FSDP all-gathers the
     weights for forward and for backward and reduce-scatters the gradients every micro-step
-    (3× parameter bytes, ZeRO paper §7). A frozen base under ZeRO-3 is gathered in its storage
+    (3× parameter bytes, ZeRO paper §7): weights in the modules' dtype, gradients as
+    `_reduced_gradient_bytes` says. A frozen base under ZeRO-3 is gathered in its storage
     dtype and has no gradients, unless FSDP1 holds it in one FlatParameter with the adapters
     (`Job.lora_in_fsdp_units`): then each unit's whole flat gradient is reduce-scattered.
     """
     if n_gpus <= 1:
         return 0.0
     ring = (n_gpus - 1) / n_gpus
-    grads = 2.0 * trainable_params(model, job)
+    grads = _reduced_gradient_bytes(model, job)
     if _mixed_units(job):
         # the decoder units' flat gradients cover their frozen weights too
         grads += _frozen_layer_bytes(model, job)
     if job.sharding in ("zero3", "hybrid"):
-        weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
+        full = job.method == "full"
+        weights = _module_bytes(job) * model.params if full else _frozen_weight_bytes(model, job)
         # trained embedding / head copies are gathered with the base (their own dtype)
         weights += _copy_bytes_per_param(job)[0] * embedding_copy_params(model, job)
         return ring * (2.0 * weights + grads)
     per_optimizer_step = 2.0 * grads
     return ring * per_optimizer_step / job.grad_accumulation
+
+
+def _reduced_gradient_bytes(model: ModelSpec, job: Job) -> float:
+    """Bytes of the trained gradients as data parallelism reduces them.
+
+    DDP all-reduces each parameter's own gradient (`ddp_gradient_bytes`): fp32 for PEFT's fp32
+    adapters and for fp32 modules under autocast. FSDP's MixedPrecision reduces in its
+    reduce_dtype, which defaults to param_dtype (bf16), and DeepSpeed's bf16 engine in bf16; FSDP
+    without a MixedPrecision policy (autocast over fp32 modules) gathers and reduces its fp32
+    FlatParameters (`_module_bytes`).
+    """
+    if job.sharding == "none":
+        return ddp_gradient_bytes(model, job)
+    return _module_bytes(job) * trainable_params(model, job)
 
 
 def tensor_parallel_comm_bytes(model: ModelSpec, job: Job) -> float:
@@ -1086,7 +1103,7 @@ def _network_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int, gpus_
     nodes = math.ceil(n_gpus / gpus_per_node)
     if job.sharding != "hybrid" or nodes <= 1:
         return 0.0
-    grads = 2.0 * trainable_params(model, job)
+    grads = _reduced_gradient_bytes(model, job)
     if _mixed_units(job):
         grads += _frozen_layer_bytes(model, job)
     shard = grads / min(n_gpus, gpus_per_node)
@@ -1270,7 +1287,7 @@ def _offload_param_copy_seconds(model: ModelSpec, job: Job, gpu: Accelerator, n_
     """
     if not (job.offload and job.sharding == "zero3"):
         return 0.0
-    weights = 2.0 * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
+    weights = _module_bytes(job) * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
     return 2.0 * weights / n_gpus / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
 
 
@@ -1280,8 +1297,9 @@ def _exposed_unit_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
     last backward (the optimizer waits for it), ring factor (N−1)/N."""
     ring = (n_gpus - 1) / n_gpus
     unit = layer_params(model)
-    gathered = 2.0 * unit if job.method == "full" else _frozen_weight_bytes(model, job) / model.layers
-    grads = 2.0 * unit if job.method == "full" else 0.0
+    full = _module_bytes(job) * unit
+    gathered = full if job.method == "full" else _frozen_weight_bytes(model, job) / model.layers
+    grads = full if job.method == "full" else 0.0
     if _mixed_units(job):
         grads = _frozen_layer_bytes(model, job) / model.layers
     return ring * (gathered + grads)

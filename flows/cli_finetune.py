@@ -237,6 +237,13 @@ def memory(
         f"shows); peak in the {breakdown.peak_phase} phase",
         highlight=False,
     )
+    if breakdown.ddp_bucket_gb:
+        console.print(
+            f"gradients include {breakdown.ddp_bucket_gb:.2f} GB of DDP's all-reduce buckets, a second "
+            "copy of the trained gradients (torch's default); --ddp-bucket-view if the run sets "
+            "gradient_as_bucket_view=True or uses FSDP NO_SHARD",
+            highlight=False,
+        )
 
 
 def memory_totals(breakdown: Any) -> dict[str, Any]:
@@ -248,6 +255,8 @@ def memory_totals(breakdown: Any) -> dict[str, Any]:
         "total_is": "device_gb",
         "peak_phase": breakdown.peak_phase,
         "phases_gb": dict(breakdown.phases_gb),
+        # the part of gradients_gb that is DDP's bucket copy (0 when sharded or on one GPU)
+        "ddp_bucket_gb": breakdown.ddp_bucket_gb,
     }
 
 

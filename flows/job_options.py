@@ -502,6 +502,14 @@ QuantizeHeadOpt = Annotated[
     bool, typer.Option(help="QLoRA: quantize the output head too (frameworks converting every linear).")
 ]
 LoraHeadOpt = Annotated[bool, typer.Option(help="LoRA/QLoRA: LoRA adapters on the output head as well.")]
+DdpBucketViewOpt = Annotated[
+    bool,
+    typer.Option(
+        help="--sharding none on several GPUs: DDP's gradients are views into its all-reduce buckets "
+        "(gradient_as_bucket_view=True, or FSDP NO_SHARD). Off: torch's, Accelerate's and the HF "
+        "Trainer's default, one more copy of the trained gradients on every GPU."
+    ),
+]
 DEFAULT_MIXED_PRECISION = MixedPrecisionChoice("fsdp")
 
 
@@ -591,6 +599,7 @@ class JobOptions:
     mixed_precision: str = "fsdp"
     quantize_head: bool = False
     lora_head: bool = False
+    ddp_bucket_view: bool = False
     # --- modeltime (issue 23) ---
     kernels: str = "plain"
     lora_in_fsdp_units: bool = False
@@ -701,6 +710,7 @@ JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
     "mixed_precision": (MixedPrecisionOpt, DEFAULT_MIXED_PRECISION),
     "quantize_head": (QuantizeHeadOpt, False),
     "lora_head": (LoraHeadOpt, False),
+    "ddp_bucket_view": (DdpBucketViewOpt, False),
     # --- modeltime (issue 23) ---
     "kernels": (KernelsOpt, DEFAULT_KERNELS),
     "lora_in_fsdp_units": (LoraInFsdpUnitsOpt, False),
