@@ -260,23 +260,21 @@ def memory_totals(breakdown: Any) -> dict[str, Any]:
     }
 
 
+# `gpucost models` on a narrow terminal: the room an id needs to read whole in one or two lines
+# ("meta-llama/Llama-3.1-8B" is 23 characters), and the columns left out first to keep it, the
+# architecture details a fine-tuner reads least first (params is always shown)
+MODEL_ID_ROOM = 24
+MODEL_COLUMNS_DROPPED_FIRST = ("hidden", "heads/kv", "layers", "vocab", "active", "context")
+
+
 def models() -> None:
     """The seeded models (warehouse/seeds/llm_models.csv) with their parameter counts."""
-    # one space between columns: the ids get the room (at 80 columns a model id has ~20 characters)
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-        title="seeded models (any Hugging Face id works too)",
-    )
-    for column in ("model_id", "params", "active", "layers", "hidden", "heads/kv", "vocab", "context"):
-        # the id wraps on a narrow terminal rather than being cut ("deepseek-…" at 80 columns)
-        if column == "model_id":
-            table.add_column(column, overflow="fold")
-        else:
-            table.add_column(column, justify="right", no_wrap=True)
+    cells: dict[str, list[str]] = {
+        column: []
+        for column in ("model_id", "params", "active", "layers", "hidden", "heads/kv", "vocab", "context")
+    }
     for spec in sorted(load_models().values(), key=lambda m: m.model_id.lower()):
-        table.add_row(
+        row = (
             spec.model_id,
             f"{spec.params / 1e9:,.2f}B",
             f"{spec.active_params / 1e9:,.2f}B" if spec.is_moe else "",
@@ -286,7 +284,39 @@ def models() -> None:
             f"{spec.vocab_size:,}",
             f"{spec.max_context:,}",
         )
-    console.print(table)
+        for column, value in zip(cells, row, strict=True):
+            cells[column].append(value)
+
+    # rich cuts every column short ("131,0…") once the no-wrap ones leave the id no room, and at 60
+    # columns dropped the ids altogether: leave out whole columns instead, and say which. The
+    # table is measured as rich lays it out (edges, padding, dividers) with an id MODEL_ID_ROOM wide.
+    shown = [column for column in cells if column != "model_id"]
+    for column in MODEL_COLUMNS_DROPPED_FIRST:
+        probe = _models_table({**cells, "model_id": ["x" * MODEL_ID_ROOM]}, shown, [])
+        if Measurement.get(console, console.options.update_width(10_000), probe).minimum <= console.width:
+            break
+        shown.remove(column)
+    left_out = [column for column in cells if column != "model_id" and column not in shown]
+    console.print(_models_table(cells, shown, left_out))
+
+
+def _models_table(cells: dict[str, list[str]], shown: list[str], left_out: list[str]) -> Table:
+    caption = f"{', '.join(left_out)} left out to fit the terminal; widen it to see them"
+    # one space between columns: the ids get the room
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        title="seeded models (any Hugging Face id works too)",
+        caption=caption if left_out else None,
+    )
+    # the id wraps on a narrower terminal rather than being cut ("deepseek-…")
+    table.add_column("model_id", overflow="fold")
+    for column in shown:
+        table.add_column(column, justify="right", no_wrap=True)
+    for i, model_id in enumerate(cells["model_id"]):
+        table.add_row(model_id, *(cells[column][i] for column in shown))
+    return table
 
 
 STATED = "Stated hardware (--gpu)"

@@ -97,3 +97,25 @@ def test_a_narrow_bill_puts_the_items_in_one_cell_and_keeps_every_amount(replay_
     tokens = narrow.split()
     assert not Counter(v for row in rows for v in row) - Counter(t for t in tokens if amount.fullmatch(t))
     assert all(tokens.count(label) == len(rows) for label in labels)
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+def test_models_on_a_narrow_terminal_leave_out_columns_not_ids(width: int, replay_home: Path):
+    # at 60 columns rich once dropped the model_id column altogether and cut the context
+    # ("131,0…"): the architecture columns are left out instead, the ids keep their room, and the
+    # caption names what is missing
+    wide, narrow = run_at(200, ("models",), replay_home), run_at(width, ("models",), replay_home)
+    assert "…" not in narrow and max(map(len, narrow.splitlines())) <= width
+    head = next(line for line in narrow.splitlines() if "model_id" in line).split()
+    assert head[:2] == ["model_id", "params"]
+    every = next(line for line in wide.splitlines() if "model_id" in line).split()
+    left_out = [column for column in every if column not in head]
+    assert left_out, f"all {len(every)} columns fit in {width}: the test no longer tests narrowing"
+    caption = " ".join(narrow.split())
+    assert f"{', '.join(left_out)} left out to fit the terminal" in caption
+    # an id of up to 24 characters reads whole on its line, with its parameter count beside it
+    lines = [line.split() for line in narrow.splitlines()]
+    for model_id in ("meta-llama/Llama-3.1-8B", "01-ai/Yi-34B", "bigscience/bloomz-7b1"):
+        assert any(words[:1] == [model_id] and words[1].endswith("B") for words in lines if words)
+    # and no column is left out at 200
+    assert "left out" not in wide
