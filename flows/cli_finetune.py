@@ -291,8 +291,9 @@ def models() -> None:
     # columns dropped the ids altogether: leave out whole columns instead, and say which. The
     # table is measured as rich lays it out (edges, padding, dividers) with an id MODEL_ID_ROOM wide.
     shown = [column for column in cells if column != "model_id"]
+    room = {**cells, "model_id": ["x" * MODEL_ID_ROOM] * len(cells["model_id"])}
     for column in MODEL_COLUMNS_DROPPED_FIRST:
-        probe = _models_table({**cells, "model_id": ["x" * MODEL_ID_ROOM]}, shown, [])
+        probe = _models_table(room, shown, [])
         if Measurement.get(console, console.options.update_width(10_000), probe).minimum <= console.width:
             break
         shown.remove(column)
