@@ -108,8 +108,8 @@ class Job:
     # (embeddings, head, norms) to fp32; PEFT's QLoRA examples call it, axolotl and torchtune do not
     kbit_upcast: bool = False
     padding_efficiency: float = 1.0
-    # micro-batches per optimizer step: the optimizer step and DDP/ZeRO-2 gradient reduction run
-    # once per `grad_accumulation` micro-steps
+    # micro-batches per optimizer step: the optimizer step, DDP's all-reduce and ZeRO-2's weight
+    # all-gather run once per `grad_accumulation` micro-steps (ZeRO-2 reduce-scatters every one)
     grad_accumulation: int = 1
     checkpoint_policy: CheckpointPolicy = "full"
     optimizer_impl: OptimizerImpl = "foreach"

@@ -1038,8 +1038,12 @@ def _optimizer_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
 def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float:
     """Bytes each GPU moves per micro-step for data parallelism, ring factor (N−1)/N included.
 
-    DDP all-reduces the gradients (2× their bytes) once per optimizer step; ZeRO-2
-    reduce-scatters them and all-gathers the updated weights (2×); ZeRO-3/FSDP all-gathers the
+    DDP all-reduces the gradients (2× their bytes) once per optimizer step (the HF Trainer,
+    Accelerate and Lightning accumulate under `no_sync`); DeepSpeed ZeRO-2 reduce-scatters them
+    every micro-step, since it keeps only its partition of them (stage_1_and_2.py,
+    `reduce_ready_partitions_and_remove_grads` reduces whenever gradients are partitioned, not only
+    at the accumulation boundary), and all-gathers the updated 16-bit weights once per optimizer
+    step (`all_gather_dp_groups` in `step`); ZeRO-3/FSDP all-gathers the
     weights for forward and for backward and reduce-scatters the gradients every micro-step
     (3× parameter bytes, ZeRO paper §7): weights in the modules' dtype, gradients as
     `_reduced_gradient_bytes` says. A frozen base under ZeRO-3 is gathered in its storage
@@ -1059,8 +1063,10 @@ def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float
         # trained embedding / head copies are gathered with the base (their own dtype)
         weights += _copy_bytes_per_param(job)[0] * embedding_copy_params(model, job)
         return ring * (2.0 * weights + grads)
-    per_optimizer_step = 2.0 * grads
-    return ring * per_optimizer_step / job.grad_accumulation
+    if job.sharding == "zero2":
+        # the updated weights are the trained parameters in the same 16-bit dtype as their gradients
+        return ring * grads * (1.0 + 1.0 / job.grad_accumulation)
+    return ring * 2.0 * grads / job.grad_accumulation
 
 
 def _reduced_gradient_bytes(model: ModelSpec, job: Job) -> float:

@@ -194,3 +194,30 @@ def test_fsdp_qlora_ddp_rows_read_as_no_shard() -> None:
     other = row_to_case({**row, "source": "an HF Trainer run; GB"}, MODELS)
     assert other.job is not None
     assert other.job.ddp_bucket_view is False
+
+
+def test_zero2_reduces_every_micro_step_and_gathers_once_per_optimizer_step() -> None:
+    # DeepSpeed stage 2 keeps only its gradient partition, so it reduce-scatters in every
+    # backward; the updated 16-bit weights are all-gathered after each optimizer step
+    zero2 = Job(method="full", sharding="zero2", seq_len=2048)
+    ring = 7 / 8
+    grads = 2.0 * LLAMA_8B.params
+    assert _comm_bytes_per_micro_step(LLAMA_8B, zero2, 8) == pytest.approx(ring * 2.0 * grads)
+    for accumulation in (2, 4, 16):
+        job = replace(zero2, grad_accumulation=accumulation)
+        expected = ring * (grads + grads / accumulation)
+        assert _comm_bytes_per_micro_step(LLAMA_8B, job, 8) == pytest.approx(expected)
+    # DDP accumulates under no_sync: one all-reduce per optimizer step
+    ddp = replace(FULL_AUTOCAST, grad_accumulation=4)
+    assert _comm_bytes_per_micro_step(LLAMA_1B, ddp, 2) == pytest.approx(
+        _comm_bytes_per_micro_step(LLAMA_1B, FULL_AUTOCAST, 2) / 4
+    )
+    # and more accumulation never moves more bytes per micro-step
+    per_step = [
+        _comm_bytes_per_micro_step(LLAMA_8B, replace(zero2, grad_accumulation=k), 8) for k in (1, 2, 4, 8)
+    ]
+    assert per_step == sorted(per_step, reverse=True)
+    # a zero2 LoRA job gathers its updated adapters, as bf16 as their reduced gradients
+    lora = replace(LORA, sharding="zero2", grad_accumulation=4)
+    adapters = 2.0 * adapter_params(LLAMA_8B, LORA)
+    assert _comm_bytes_per_micro_step(LLAMA_8B, lora, 8) == pytest.approx(ring * adapters * (1 + 1 / 4))
