@@ -337,6 +337,8 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         ),
         loss=loss_of(framework),
         sharding=row["sharding"] or "none",
+        # a stack that names DeepSpeed shards its zero3 rows itself (axolotl's zero3_bf16.json)
+        zero3_impl="deepspeed" if "deepspeed" in framework else "fsdp",
         offload=row["offload"].strip().lower() == "yes",
         compiled=ran_compiled(row),
         kernels="fused" if any(k in framework for k in FUSED_KERNEL_STACKS) else "plain",

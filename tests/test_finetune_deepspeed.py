@@ -3,6 +3,7 @@ gathered, against a replay of the coordinator's own fetch / prefetch / release r
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import replace
 
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from benchmarks.memory_accuracy import row_to_case
+from benchmarks.throughput_accuracy import EXTRA_CSV, load_gpus
+from benchmarks.throughput_accuracy import row_to_case as throughput_case
 from finetune import Job, ModelSpec, memory_per_gpu
 from finetune.memory import (
     DS_MAX_LIVE_PARAMETERS,
@@ -338,3 +341,14 @@ def test_memory_help_says_which_framework_each_sharding_is() -> None:
     text = runner.invoke(app, ["memory", "--help"], env={"COLUMNS": "200"}).output
     assert "zero2: DeepSpeed ZeRO-2" in text
     assert "zero3: FSDP or DeepSpeed (--zero3-impl)" in text
+
+
+def test_throughput_rows_whose_stack_names_deepspeed_read_as_deepspeed() -> None:
+    # X43/X44 ran axolotl with DeepSpeed ZeRO-3 (zero3_bf16.json); a torchtitan row shards by FSDP
+    with EXTRA_CSV.open(newline="", encoding="utf-8") as f:
+        rows = {r["id"]: r for r in csv.DictReader(f)}
+    gpus = load_gpus()
+    for row_id, impl in (("X43", "deepspeed"), ("X44", "deepspeed"), ("X30", "fsdp")):
+        case = throughput_case(rows[row_id], MODELS, gpus)
+        assert case.job is not None, case.skip_reason
+        assert (case.job.sharding, case.job.zero3_impl) == ("zero3", impl), row_id
