@@ -53,6 +53,9 @@ DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measure
 DATA_DIR = Path(__file__).resolve().parent / "data"
 EXTRA_CSV = DATA_DIR / "throughput_extra.csv"
 FOUNDRY_CSV = DATA_DIR / "throughput_llm_foundry.csv"
+# Qwen's own fine-tuning profile (QwenLM/Qwen README @e8e1596): Qwen-1 1.8B/7B/14B on one A100,
+# LoRA, LoRA with trained embedding and head, and GPTQ-Int4 Q-LoRA at 256 to 8,192 tokens
+QWEN_CSV = DATA_DIR / "throughput_qwen.csv"
 TOLERANCE_PCT = 35.0
 # Frameworks that run fused kernels (FlashAttention-2, fused RMSNorm / RoPE / SwiGLU / LoRA
 # / linear cross-entropy): Unsloth, any stack that names Liger Kernel, and Megatron-Core on
@@ -273,8 +276,10 @@ def row_model(row: dict[str, str], models: dict[str, ModelSpec]) -> ModelSpec:
 def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[str, dict[str, str]]) -> Case:
     """One calibration row → (model, job, hardware), by the row's own columns."""
     gpu_name = HARDWARE_AS_STATED.get(row["source"], row["gpu"])
+    copies = row.get("train_embeddings") or "off"
+    method = row["method"] if copies == "off" else f"{row['method']}+{copies}"
     setup = (
-        f"{row['model']} {row['method']} s={row['seq_len']} b={row['micro_batch']} "
+        f"{row['model']} {method} s={row['seq_len']} b={row['micro_batch']} "
         f"{row['gpus']}× {gpu_name} {row['sharding']}"
     )
     measured = float(row["tokens_per_s"])
@@ -349,8 +354,11 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec], gpus: dict[st
         # this repo's rows add a tensor_parallel column (empty: 1); the shared rows have none
         tensor_parallel=int(row.get("tensor_parallel") or 1),
         sequence_parallel=NO_SEQUENCE_PARALLEL.search(framework) is None,
-        # this repo's rows may state the micro-steps per optimizer step (empty: 1)
+        # this repo's rows may state the micro-steps per optimizer step (empty: 1), the LoRA
+        # dropout (empty: the recipe default) and a trained embedding / head copy (empty: off)
         grad_accumulation=int(row.get("grad_accumulation") or 1),
+        lora_dropout=_float(row.get("lora_dropout")),
+        train_embeddings=row.get("train_embeddings") or "off",
     )
     link = row["intra_link"].strip().lower()
     gpu = _accelerator(
@@ -557,7 +565,7 @@ def report_pairs(results: list[Result]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(a) for a in argv[1:]] or [DEFAULT_CSV, EXTRA_CSV, FOUNDRY_CSV]
+    paths = [Path(a) for a in argv[1:]] or [DEFAULT_CSV, EXTRA_CSV, FOUNDRY_CSV, QWEN_CSV]
     for csv_path in paths:
         if not csv_path.exists():
             print(f"calibration data absent ({csv_path}); nothing to score\n")

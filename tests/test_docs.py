@@ -258,6 +258,23 @@ def test_the_readme_states_the_llm_foundry_set_as_the_benchmark_scores_it():
     assert stated in README_FLAT, f"README.md should say llm-foundry's set {stated}"
 
 
+def test_the_readme_states_qwens_profile_as_the_benchmark_scores_it():
+    from benchmarks.throughput_accuracy import QWEN_CSV, evaluate, summary
+
+    results = evaluate(QWEN_CSV)
+    scored = [r for r in results if r.error_pct is not None]
+    s = summary(scored)
+    assert f"{s['cases']:.0f} scored of {len(results)}" in README_FLAT
+    stated = f"is {_pct(s['within_share'])} within ±35 %, median {s['median_abs_error_pct']:.1f} % ("
+    assert stated in README_FLAT, f"README.md should say Qwen's profile {stated}"
+    lora = summary([r for r in scored if r.case.method == "lora"])
+    assert f"LoRA {_pct(lora['within_share'])}, {lora['median_abs_error_pct']:.1f} %" in README_FLAT
+    misses = [r for r in scored if abs(r.error_pct or 0.0) > 35]
+    assert f"Its {len(misses)} misses" in README_FLAT.replace("ten misses", "10 misses")
+    long_steps = [abs(r.error_pct or 0.0) for r in scored if r.case.job and r.case.job.seq_len >= 2048]
+    assert max(long_steps) < 19, "the README says every row of 2,048 tokens or more is within ±19 %"
+
+
 def test_the_readme_states_the_shared_throughput_calibration_as_the_benchmark_scores_it():
     from benchmarks.throughput_accuracy import DEFAULT_CSV, evaluate, summary
 
