@@ -33,6 +33,9 @@ from warehouse.seed_models import load_models
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "measured_memory_calibration.csv"
 EXTRA_CSV = Path(__file__).resolve().parent / "data" / "memory_extra.csv"
+# Qwen's own profile (QwenLM/Qwen README @e8e1596): Qwen-1 1.8B/7B/14B LoRA, LoRA with trained
+# embedding and head, GPTQ-Int4 Q-LoRA on one A100 at 256 to 8,192 tokens
+QWEN_CSV = Path(__file__).resolve().parent / "data" / "memory_qwen.csv"
 # GeForce cards are consumer; NVIDIA's professional RTX line (RTX A6000, RTX 6000 Ada, RTX PRO) and
 # Radeon PRO are workstation; everything else named (A100, H100, L40S, A10G, MI300X …) is datacenter.
 WORKSTATION = re.compile(r"rtx\s*(a\d|\d000|pro)|a[456]000|radeon pro|quadro", re.IGNORECASE)
@@ -193,6 +196,15 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
     # "optimizer": {"type": "AdamW"}), which DeepSpeed builds as FusedAdam, updating in place
     # (engine._configure_basic_optimizer without torch_adam); HF Trainer's default is foreach
     fused_adam = qwen1 and sharding != "none" and zero3_impl == "deepspeed"
+    # Qwen-1's Q-LoRA script runs DeepSpeed ZeRO-2 on its one GPU (finetune_qlora_single_gpu.sh:
+    # --deepspeed finetune/ds_config_zero2.json), whose reduce_bucket_size 2e8 with overlap_comm
+    # gives each backward two reduce buffers of 2e8 elements
+    qwen1_qlora = qwen1 and method == "qlora"
+    if qwen1_qlora:
+        sharding = "zero2"
+    # Qwen's "LoRA (emb)": finetune.py trains copies of the embedding and the head
+    # (modules_to_save=["wte", "lm_head"]) beside the adapters
+    copies = "embed+head" if "(emb)" in method_raw else "off"
     dropout_match = re.search(r"dropout\s*=?\s*(0?\.\d+|0)\b", text)
     dropout = float(dropout_match.group(1)) if dropout_match else (0.1 if fsdp_qlora else None)
 
@@ -224,6 +236,8 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
         keeps_outputs=fsdp_qlora,
         # fsdp_qlora's "DDP" is FSDP NO_SHARD (`--sharding_strategy ddp`): no bucket copy
         ddp_bucket_view=fsdp_qlora,
+        ds_reduce_buffer_elements=2 * 2e8 if qwen1_qlora else 5e8,
+        train_embeddings=copies if method != "full" else "off",  # type: ignore[arg-type]
     )
     return Case(
         setup,
@@ -303,6 +317,8 @@ def _print_set(title: str, results: list[Result]) -> None:
         knobs += f" gc={'on' if j.grad_checkpointing else 'off'}"
         if j.method != "full":
             knobs += f" r{j.lora_rank} {j.lora_targets}"
+        if j.train_embeddings != "off":
+            knobs += f" +{j.train_embeddings}"
         if j.loss != "standard":
             knobs += f" {j.loss}-ce"
         if j.mixed_precision != "fsdp":
@@ -336,7 +352,7 @@ def _print_set(title: str, results: list[Result]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(a) for a in argv[1:]] or [DEFAULT_CSV, EXTRA_CSV]
+    paths = [Path(a) for a in argv[1:]] or [DEFAULT_CSV, EXTRA_CSV, QWEN_CSV]
     for csv_path in paths:
         if not csv_path.exists():
             print(f"calibration data absent ({csv_path}); nothing to score")

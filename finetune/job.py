@@ -190,6 +190,15 @@ class Job:
     # or FSDP NO_SHARD (fsdp_qlora's `--sharding_strategy ddp`), which all-reduces its flat
     # gradient in place. Which unsharded jobs torch DDP runs at all: finetune.memory._runs_torch_ddp.
     ddp_bucket_view: bool = False
+    # --- modelmem (issue 23): DeepSpeed ZeRO-1/2's gradient reduce buffers. With
+    # contiguous_gradients (default on), every backward starts by allocating one flat buffer of
+    # `reduce_bucket_size` elements in the 16-bit dtype, and a second with overlap_comm
+    # (stage_1_and_2.py `setup_buckets`, called from the first gradient hook; released with the
+    # partition after the epilogue), whatever the model's size. The elements both hold: DeepSpeed's
+    # defaults are 5e8 and overlap_comm off below stage 3 (DeepSpeedZeroConfig: reduce_bucket_size
+    # 5e8, overlap_comm None → stage == 3); a config's "auto" is hidden_size² (transformers'
+    # DeepSpeed integration), Qwen's ds_config_zero2.json 2 × 2e8, LLaMA-Factory's 5e8. zero2 only.
+    ds_reduce_buffer_elements: float = 5e8
 
     def __post_init__(self) -> None:
         if min(self.seq_len, self.micro_batch, self.lora_rank, self.grad_accumulation) < 1:
@@ -238,6 +247,10 @@ class Job:
             )
 
     def _check_memory_knobs(self) -> None:
+        if not (math.isfinite(self.ds_reduce_buffer_elements) and self.ds_reduce_buffer_elements >= 0):
+            raise ValueError(
+                f"ds_reduce_buffer_elements must be a finite count ≥ 0, got {self.ds_reduce_buffer_elements}"
+            )
         if self.lora_in_fsdp_units and self.method == "full":
             raise ValueError(
                 "lora_in_fsdp_units places LoRA adapters in FSDP units: use method='lora' or 'qlora'"

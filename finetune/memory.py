@@ -984,6 +984,14 @@ def deepspeed_sub_group_elements(model: ModelSpec, n_gpus: int) -> float:
     return max(largest, current)
 
 
+def ds_reduce_buffer_bytes(job: Job) -> float:
+    """DeepSpeed ZeRO-2's gradient reduce buffers, held through backward (`Job.ds_reduce_buffer_elements`
+    in the modules' 16-bit dtype, fp32 ones under autocast); 0 for every other sharding."""
+    if job.sharding != "zero2":
+        return 0.0
+    return _module_bytes(job) * job.ds_reduce_buffer_elements
+
+
 def _optimizer_temporaries(model: ModelSpec, job: Job, n_gpus: int) -> float:
     """Bytes the optimizer step allocates on top of the states (foreach AdamW's sqrt(v))."""
     if job.optimizer != "adamw" or job.offload or job.optimizer_impl != "foreach":
@@ -1024,7 +1032,9 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     fragmentation = ALLOCATOR_FRAGMENTATION * (acts + logits)
     context = CUDA_CONTEXT_GB * GB
     casts = autocast_cast_bytes(held, job)
-    step_allocated = states.total + acts + logits + casts
+    # allocated as backward starts, so beside the activations that backward still holds
+    reduce_buffers = ds_reduce_buffer_bytes(job)
+    step_allocated = states.total + acts + logits + casts + reduce_buffers
     temporaries = _optimizer_temporaries(held, job, n_gpus)
     step_grads = 0.0
     if _fp32_gradient_in_step(job):
@@ -1053,7 +1063,7 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     reserved = allocated + (fragmentation if phase == "step" else 0.0)
     total = phases[phase]
     if phase == "step":
-        parts = [states.weights + casts, states.gradients, states.optimizer, acts, logits]
+        parts = [states.weights + casts, states.gradients + reduce_buffers, states.optimizer, acts, logits]
     elif phase == "optimizer":
         parts = [states.weights, states.gradients + step_grads, states.optimizer + temporaries, 0, 0]
     else:

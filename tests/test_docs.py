@@ -292,11 +292,19 @@ def test_the_readme_states_the_shared_throughput_calibration_as_the_benchmark_sc
 
 
 def test_the_readme_states_the_memory_sets_as_the_benchmark_scores_them():
-    from benchmarks.memory_accuracy import DEFAULT_CSV, EXTRA_CSV, evaluate, summary
+    from benchmarks.memory_accuracy import DEFAULT_CSV, EXTRA_CSV, QWEN_CSV, evaluate, summary
 
     extra = summary(evaluate(EXTRA_CSV))
     stated = f"{_pct(extra['within_20_share'])} within ±20 %, median {extra['median_abs_error_pct']:.1f} %"
     assert stated in README_FLAT, f"README.md should say the repo's own memory set is {stated}"
+    qwen = summary(evaluate(QWEN_CSV))
+    # every row of it is expressible, and the README counts them
+    assert qwen["expressible"] == qwen["points"]
+    stated = f"Qwen's whole profile (`benchmarks/data/memory_qwen.csv`, {qwen['points']:.0f} rows"
+    assert stated in README_FLAT, f"README.md should name the Qwen memory set: {stated}"
+    share, median = _pct(qwen["within_20_share"]), qwen["median_abs_error_pct"]
+    stated = f"{share} within ±20 %, median {median:.1f} % (without"
+    assert stated in README_FLAT, f"README.md should say the Qwen memory set is {stated}"
     if not DEFAULT_CSV.exists():
         pytest.skip(f"the shared calibration data is absent ({DEFAULT_CSV}); CI has it")
     s = summary(evaluate(DEFAULT_CSV))

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from benchmarks.memory_accuracy import QWEN_CSV as QWEN_MEMORY_CSV
 from benchmarks.memory_accuracy import row_to_case
 from benchmarks.throughput_accuracy import EXTRA_CSV, load_gpus
 from benchmarks.throughput_accuracy import row_to_case as throughput_case
@@ -22,6 +23,7 @@ from finetune.memory import (
     _largest_param_bytes,
     deepspeed_live_bytes,
     deepspeed_sub_group_elements,
+    ds_reduce_buffer_bytes,
     model_states,
 )
 from flows.cli import app
@@ -332,8 +334,8 @@ def test_zero2_step_phase_is_four_bytes_per_param_share_below_the_estimator() ->
     assert estimator - kept.total == pytest.approx(4 * m.params / 8)
     b = memory_per_gpu(m, job, 8)
     assert b.peak_phase == "step"
-    # the training step holds the bf16 partition only
-    assert b.gradients_gb * 1e9 == pytest.approx(2 * m.params / 8)
+    # the training step holds the bf16 partition only, and backward's reduce buffers beside it
+    assert b.gradients_gb * 1e9 == pytest.approx(2 * m.params / 8 + ds_reduce_buffer_bytes(job))
 
 
 def test_memory_help_says_which_framework_each_sharding_is() -> None:
@@ -352,3 +354,58 @@ def test_throughput_rows_whose_stack_names_deepspeed_read_as_deepspeed() -> None
         case = throughput_case(rows[row_id], MODELS, gpus)
         assert case.job is not None, case.skip_reason
         assert (case.job.sharding, case.job.zero3_impl) == ("zero3", impl), row_id
+
+
+def test_zero2_holds_its_reduce_buffers_through_backward() -> None:
+    # DeepSpeed's defaults: one buffer of reduce_bucket_size 5e8 elements, 16-bit: 1 GB
+    lora = Job(method="lora", sharding="zero2", seq_len=1024)
+    assert ds_reduce_buffer_bytes(lora) == pytest.approx(1e9)
+    # whatever the model's size: the buffers are allocated at reduce_bucket_size, not the model's
+    small, large = MODELS["Qwen/Qwen-1_8B"], MODELS["Qwen/Qwen-14B"]
+    for spec in (small, large):
+        with_buffers = memory_per_gpu(spec, lora, 1)
+        without = memory_per_gpu(spec, replace(lora, ds_reduce_buffer_elements=0), 1)
+        phases, phases_without = dict(with_buffers.phases_gb), dict(without.phases_gb)
+        assert phases["step"] - phases_without["step"] == pytest.approx(1.0)
+        # released with the partition before the optimizer steps; nothing of it at load
+        assert phases["optimizer"] == pytest.approx(phases_without["optimizer"])
+        assert phases["load"] == pytest.approx(phases_without["load"])
+        if with_buffers.peak_phase == "step":
+            assert with_buffers.gradients_gb - without.gradients_gb == pytest.approx(1.0)
+    # Qwen's ds_config_zero2.json: reduce_bucket_size 2e8 with overlap_comm, two buffers
+    assert ds_reduce_buffer_bytes(replace(lora, ds_reduce_buffer_elements=2 * 2e8)) == pytest.approx(0.8e9)
+    # fp32 modules under autocast reduce in fp32
+    autocast = Job(method="full", sharding="zero2", mixed_precision="autocast")
+    assert ds_reduce_buffer_bytes(autocast) == pytest.approx(2e9)
+
+
+@pytest.mark.parametrize("sharding", ["none", "zero3", "hybrid"])
+def test_only_zero2_has_stage_2_reduce_buffers(sharding: str) -> None:
+    job = Job(method="lora", sharding=sharding)  # type: ignore[arg-type]
+    assert ds_reduce_buffer_bytes(job) == 0.0
+    spec = MODELS["Qwen/Qwen-1_8B"]
+    assert memory_per_gpu(spec, job, 8) == memory_per_gpu(spec, replace(job, ds_reduce_buffer_elements=0), 8)
+
+
+@pytest.mark.parametrize("elements", [-1.0, float("inf"), float("nan")])
+def test_reduce_buffer_elements_must_be_a_count(elements: float) -> None:
+    with pytest.raises(ValueError, match="ds_reduce_buffer_elements"):
+        Job(sharding="zero2", ds_reduce_buffer_elements=elements)
+
+
+def test_qwens_profile_rows_read_as_its_scripts_ran_them() -> None:
+    with QWEN_MEMORY_CSV.open(encoding="utf-8") as f:
+        rows = {(r["method"], r["seq_len"], r["model"]): r for r in csv.DictReader(f)}
+    qlora = row_to_case(rows["qlora (GPTQ int4)", "2048", "Qwen-7B"], MODELS)
+    emb = row_to_case(rows["lora (emb)", "2048", "Qwen-7B"], MODELS)
+    lora = row_to_case(rows["lora", "2048", "Qwen-7B"], MODELS)
+    assert qlora.job is not None and emb.job is not None and lora.job is not None
+    # Q-LoRA: finetune_qlora_single_gpu.sh runs DeepSpeed ZeRO-2 (2 × 2e8-element buffers), fp16
+    read = (qlora.job.sharding, qlora.job.ds_reduce_buffer_elements, qlora.job.quant)
+    assert read == ("zero2", 4e8, "gptq")
+    assert qlora.job.logits_fp32 is False
+    # "LoRA (emb)" trains copies of the embedding and the head; "LoRA" none; both unsharded
+    assert (emb.job.train_embeddings, lora.job.train_embeddings) == ("embed+head", "off")
+    assert emb.job.sharding == lora.job.sharding == "none"
+    for case in (qlora, emb, lora):
+        assert (case.job.lora_rank, case.job.lora_targets, case.job.lora_dropout) == (64, "all-linear", 0.05)
