@@ -197,7 +197,8 @@ class Job:
     # partition after the epilogue), whatever the model's size. The elements both hold: DeepSpeed's
     # defaults are 5e8 and overlap_comm off below stage 3 (DeepSpeedZeroConfig: reduce_bucket_size
     # 5e8, overlap_comm None → stage == 3); a config's "auto" is hidden_size² (transformers'
-    # DeepSpeed integration), Qwen's ds_config_zero2.json 2 × 2e8, LLaMA-Factory's 5e8. zero2 only.
+    # DeepSpeed integration), Qwen's ds_config_zero2.json 2 × 2e8 (overlap_comm on), LLaMA-Factory's
+    # ds_z2_config.json 5e8 (overlap_comm off). zero2 only.
     ds_reduce_buffer_elements: float = 5e8
 
     def __post_init__(self) -> None:
