@@ -335,6 +335,16 @@ DocLenOpt = Annotated[
     ),
 ]
 MicroBatchOpt = Annotated[int, typer.Option(min=1, help="Sequences per GPU per step.")]
+GradAccumulationOpt = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Micro-batches per optimizer step (HF gradient_accumulation_steps): the optimizer step, "
+        "DDP's all-reduce and ZeRO-2's weight all-gather run once per N, and --checkpoint-every "
+        "Nsteps counts optimizer steps. Memory is unchanged (FSDP1 under HF/Accelerate's no_sync, "
+        "which keeps unsharded gradients through accumulation, is not modelled).",
+    ),
+]
 OffloadOpt = Annotated[bool, typer.Option(help="ZeRO CPU offload of optimizer state (needs zero2/zero3).")]
 PrecisionOpt = Annotated[PrecisionChoice, typer.Option(help="bf16 with fp32 master weights, or pure bf16.")]
 OptimizerOpt = Annotated[
@@ -577,6 +587,7 @@ class JobOptions:
     max_len: int | None = None
     doc_len: float | None = None
     micro_batch: int = 1
+    grad_accumulation: int = 1
     zero3_impl: str = "fsdp"
     train_embeddings: str = "off"
     offload: bool = False
@@ -688,6 +699,7 @@ JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
     "max_len": (MaxLenOpt, None),
     "doc_len": (DocLenOpt, None),
     "micro_batch": (MicroBatchOpt, 1),
+    "grad_accumulation": (GradAccumulationOpt, 1),
     "zero3_impl": (Zero3ImplOpt, DEFAULT_ZERO3_IMPL),
     "train_embeddings": (TrainEmbeddingsOpt, DEFAULT_TRAIN_EMBEDDINGS),
     "offload": (OffloadOpt, False),

@@ -14,7 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from benchmarks.memory_accuracy import row_to_case
-from finetune import Job, memory_per_gpu
+from finetune import FinetuneJob, Job, memory_per_gpu
+from finetune.cost import checkpoint_interval_hours, tokens_per_gpu_step
 from finetune.memory import GB, adapter_params, ddp_bucket_bytes, ddp_gradient_bytes, embedding_copy_params
 from finetune.time import _comm_bytes_per_micro_step, _exposed_unit_bytes, _network_bytes_per_micro_step
 from flows.cli import app
@@ -221,3 +222,30 @@ def test_zero2_reduces_every_micro_step_and_gathers_once_per_optimizer_step() ->
     lora = replace(LORA, sharding="zero2", grad_accumulation=4)
     adapters = 2.0 * adapter_params(LLAMA_8B, LORA)
     assert _comm_bytes_per_micro_step(LLAMA_8B, lora, 8) == pytest.approx(ring * adapters * (1 + 1 / 4))
+
+
+def test_the_cli_states_gradient_accumulation() -> None:
+    # the optimizer update runs once per N micro-batches: full fine-tuning, whose update is a
+    # large share of a small step, gets faster; memory does not change; N reaches the Job
+    assert JOB_OPTIONS["grad_accumulation"][1] == 1
+    job, _ = JobOptions(model="Llama-3.1-8B", grad_accumulation=8).job(sharding="zero3")
+    assert job.grad_accumulation == 8
+    args = ["estimate", "--model", "meta-llama/Llama-3.1-8B", "--method", "full", "--gpu", "H100-SXM"]
+    args += ["--gpus", "8", "--tokens", "100M", "--json"]
+    runner = CliRunner()
+    one = json.loads(runner.invoke(app, args).stdout)
+    eight = json.loads(runner.invoke(app, [*args, "--grad-accumulation", "8"]).stdout)
+    assert (one["job"]["grad_accumulation"], eight["job"]["grad_accumulation"]) == (1, 8)
+    assert eight["tokens_per_s"] > one["tokens_per_s"] and eight["hours"] < one["hours"]
+    assert eight["memory_gb"] == one["memory_gb"]
+    # an optimizer step now trains 8 micro-batches of tokens: a checkpoint every N steps is 8×
+    # as far apart
+    fjob = FinetuneJob("j", LLAMA_8B.model_id, job, 1e8, 1.0)
+    one_job = FinetuneJob("j", LLAMA_8B.model_id, replace(job, grad_accumulation=1), 1e8, 1.0)
+    assert tokens_per_gpu_step(fjob) == 8 * tokens_per_gpu_step(one_job)
+    hours = checkpoint_interval_hours(None, 100, 10.0, 1e8, tokens_per_gpu_step(fjob), 8)
+    assert hours == pytest.approx(
+        8 * checkpoint_interval_hours(None, 100, 10.0, 1e8, tokens_per_gpu_step(one_job), 8)
+    )
+    bad = runner.invoke(app, [*args, "--grad-accumulation", "0"])
+    assert bad.exit_code == 2 and "--grad-accumulation" in bad.output
