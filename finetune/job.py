@@ -200,6 +200,16 @@ class Job:
     # DeepSpeed integration), Qwen's ds_config_zero2.json 2 × 2e8 (overlap_comm on), LLaMA-Factory's
     # ds_z2_config.json 5e8 (overlap_comm off). zero2 only.
     ds_reduce_buffer_elements: float = 5e8
+    # --- modelmem (issue 23): FSDP1 accumulating under `no_sync`. The HF Trainer wraps every
+    # micro-batch but an optimizer step's last in `accelerator.no_sync` (all but DeepSpeed), which
+    # for an FSDP1 model is `FullyShardedDataParallel.no_sync`; torch's FSDP1 `_post_backward_hook`
+    # then returns before the reduce-scatter and `flat_param.grad` stays unsharded, accumulating
+    # across the micro-batches ("`.grad` remains the unsharded gradient from prior `no_sync()`
+    # iterations", `_finalize_params`). So each GPU holds the trained FlatParameters' whole
+    # gradient, and reduce-scatters once per optimizer step. False: FSDP2 (torchtune, torchtitan,
+    # Accelerate's fully_shard, which has no `no_sync`), reduce-scattering every micro-batch. Only
+    # for FSDP zero3 / hybrid with grad_accumulation > 1, without CPU offload.
+    fsdp_no_sync: bool = False
 
     def __post_init__(self) -> None:
         if min(self.seq_len, self.micro_batch, self.lora_rank, self.grad_accumulation) < 1:
@@ -312,6 +322,17 @@ class Job:
     def bnb_base(self) -> bool:
         """Whether the frozen base linears are bitsandbytes 4-bit (NF4 QLoRA), not GPTQ."""
         return self.method == "qlora" and self.quant != "gptq"
+
+    @property
+    def accumulates_unsharded(self) -> bool:
+        """Whether FSDP1 keeps unsharded gradients between optimizer steps (`fsdp_no_sync`)."""
+        return (
+            self.fsdp_no_sync
+            and self.grad_accumulation > 1
+            and self.sharding in ("zero3", "hybrid")
+            and self.zero3_impl == "fsdp"
+            and not self.offload
+        )
 
     @property
     def fp32_adapters(self) -> bool:

@@ -984,6 +984,16 @@ def deepspeed_sub_group_elements(model: ModelSpec, n_gpus: int) -> float:
     return max(largest, current)
 
 
+def fsdp_unsharded_gradient_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
+    """FSDP1 accumulating under `no_sync` (`Job.accumulates_unsharded`): the trained
+    FlatParameters' whole gradient on every GPU, in their compute dtype (bf16 under
+    MixedPrecision, fp32 under autocast), through the micro-batches of a step; 0 otherwise, and on
+    one GPU, where FSDP does not shard."""
+    if not job.accumulates_unsharded or n_gpus <= 1:
+        return 0.0
+    return _module_bytes(job) * trainable_params(model, job)
+
+
 def ds_reduce_buffer_bytes(job: Job) -> float:
     """DeepSpeed ZeRO-2's gradient reduce buffers, held through backward (`Job.ds_reduce_buffer_elements`
     in the modules' 16-bit dtype, fp32 ones under autocast); 0 for every other sharding."""
@@ -1032,8 +1042,9 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     fragmentation = ALLOCATOR_FRAGMENTATION * (acts + logits)
     context = CUDA_CONTEXT_GB * GB
     casts = autocast_cast_bytes(held, job)
-    # allocated as backward starts, so beside the activations that backward still holds
-    reduce_buffers = ds_reduce_buffer_bytes(job)
+    # allocated as backward starts (DeepSpeed's reduce buffers) or kept from the micro-batches
+    # before (FSDP1's unsharded gradients), so beside the activations that backward still holds
+    reduce_buffers = ds_reduce_buffer_bytes(job) + fsdp_unsharded_gradient_bytes(held, job, n_gpus)
     step_allocated = states.total + acts + logits + casts + reduce_buffers
     temporaries = _optimizer_temporaries(held, job, n_gpus)
     step_grads = 0.0

@@ -1062,7 +1062,9 @@ def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float
         weights = _module_bytes(job) * model.params if full else _frozen_weight_bytes(model, job)
         # trained embedding / head copies are gathered with the base (their own dtype)
         weights += _copy_bytes_per_param(job)[0] * embedding_copy_params(model, job)
-        return ring * (2.0 * weights + grads)
+        # FSDP1 under no_sync reduce-scatters once per optimizer step (`Job.fsdp_no_sync`)
+        reduced = grads / job.grad_accumulation if job.accumulates_unsharded else grads
+        return ring * (2.0 * weights + reduced)
     if job.sharding == "zero2":
         # the updated weights are the trained parameters in the same 16-bit dtype as their gradients
         return ring * grads * (1.0 + 1.0 / job.grad_accumulation)

@@ -341,8 +341,8 @@ GradAccumulationOpt = Annotated[
         min=1,
         help="Micro-batches per optimizer step (HF gradient_accumulation_steps): the optimizer step, "
         "DDP's all-reduce and ZeRO-2's weight all-gather run once per N, and --checkpoint-every "
-        "Nsteps counts optimizer steps. Memory is unchanged (FSDP1 under HF/Accelerate's no_sync, "
-        "which keeps unsharded gradients through accumulation, is not modelled).",
+        "Nsteps counts optimizer steps. Memory is unchanged, except FSDP1 under HF/Accelerate "
+        "(--fsdp-no-sync), which keeps unsharded gradients through accumulation.",
     ),
 ]
 OffloadOpt = Annotated[bool, typer.Option(help="ZeRO CPU offload of optimizer state (needs zero2/zero3).")]
@@ -512,6 +512,14 @@ QuantizeHeadOpt = Annotated[
     bool, typer.Option(help="QLoRA: quantize the output head too (frameworks converting every linear).")
 ]
 LoraHeadOpt = Annotated[bool, typer.Option(help="LoRA/QLoRA: LoRA adapters on the output head as well.")]
+FsdpNoSyncOpt = Annotated[
+    bool,
+    typer.Option(
+        help="--grad-accumulation > 1 on FSDP1 under the HF Trainer / Accelerate (no_sync): every GPU "
+        "keeps the trained weights' whole gradient between optimizer steps and reduce-scatters once "
+        "per step. Off: FSDP2 (torchtune, torchtitan), reduce-scattering every micro-batch.",
+    ),
+]
 DdpBucketViewOpt = Annotated[
     bool,
     typer.Option(
@@ -611,6 +619,7 @@ class JobOptions:
     quantize_head: bool = False
     lora_head: bool = False
     ddp_bucket_view: bool = False
+    fsdp_no_sync: bool = False
     # --- modeltime (issue 23) ---
     kernels: str = "plain"
     lora_in_fsdp_units: bool = False
@@ -723,6 +732,7 @@ JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
     "quantize_head": (QuantizeHeadOpt, False),
     "lora_head": (LoraHeadOpt, False),
     "ddp_bucket_view": (DdpBucketViewOpt, False),
+    "fsdp_no_sync": (FsdpNoSyncOpt, False),
     # --- modeltime (issue 23) ---
     "kernels": (KernelsOpt, DEFAULT_KERNELS),
     "lora_in_fsdp_units": (LoraInFsdpUnitsOpt, False),
