@@ -1044,8 +1044,8 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     casts = autocast_cast_bytes(held, job)
     # allocated as backward starts (DeepSpeed's reduce buffers) or kept from the micro-batches
     # before (FSDP1's unsharded gradients), so beside the activations that backward still holds
-    reduce_buffers = ds_reduce_buffer_bytes(job) + fsdp_unsharded_gradient_bytes(held, job, n_gpus)
-    step_allocated = states.total + acts + logits + casts + reduce_buffers
+    gradient_buffers = ds_reduce_buffer_bytes(job) + fsdp_unsharded_gradient_bytes(held, job, n_gpus)
+    step_allocated = states.total + acts + logits + casts + gradient_buffers
     temporaries = _optimizer_temporaries(held, job, n_gpus)
     step_grads = 0.0
     if _fp32_gradient_in_step(job):
@@ -1074,7 +1074,7 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     reserved = allocated + (fragmentation if phase == "step" else 0.0)
     total = phases[phase]
     if phase == "step":
-        parts = [states.weights + casts, states.gradients + reduce_buffers, states.optimizer, acts, logits]
+        parts = [states.weights + casts, states.gradients + gradient_buffers, states.optimizer, acts, logits]
     elif phase == "optimizer":
         parts = [states.weights, states.gradients + step_grads, states.optimizer + temporaries, 0, 0]
     else:
