@@ -984,14 +984,21 @@ def deepspeed_sub_group_elements(model: ModelSpec, n_gpus: int) -> float:
     return max(largest, current)
 
 
+def compute_gradient_bytes(model: ModelSpec, job: Job) -> float:
+    """Bytes of one whole copy of the trained gradients in the compute dtype, as FSDP and
+    DeepSpeed produce and reduce them: bf16 under FSDP MixedPrecision (reduce_dtype defaults to
+    param_dtype) and DeepSpeed's bf16 engine, which cast even PEFT's fp32 adapters; fp32 without a
+    MixedPrecision policy (autocast over fp32 modules). DDP's own: `ddp_gradient_bytes`."""
+    return _module_bytes(job) * trainable_params(model, job)
+
+
 def fsdp_unsharded_gradient_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
     """FSDP1 accumulating under `no_sync` (`Job.accumulates_unsharded`): the trained
-    FlatParameters' whole gradient on every GPU, in their compute dtype (bf16 under
-    MixedPrecision, fp32 under autocast), through the micro-batches of a step; 0 otherwise, and on
-    one GPU, where FSDP does not shard."""
+    FlatParameters' whole gradient on every GPU (`compute_gradient_bytes`) through the
+    micro-batches of a step; 0 otherwise, and on one GPU, where FSDP does not shard."""
     if not job.accumulates_unsharded or n_gpus <= 1:
         return 0.0
-    return _module_bytes(job) * trainable_params(model, job)
+    return compute_gradient_bytes(model, job)
 
 
 def ds_reduce_buffer_bytes(job: Job) -> float:

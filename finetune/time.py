@@ -101,6 +101,7 @@ from finetune.memory import (
     adapted_linears,
     adapter_params,
     attention_impl,
+    compute_gradient_bytes,
     ddp_gradient_bytes,
     embedding_copy_params,
     memory_per_gpu,
@@ -1058,8 +1059,7 @@ def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float
         # the decoder units' flat gradients cover their frozen weights too
         grads += _frozen_layer_bytes(model, job)
     if job.sharding in ("zero3", "hybrid"):
-        full = job.method == "full"
-        weights = _module_bytes(job) * model.params if full else _frozen_weight_bytes(model, job)
+        weights = _gathered_weight_bytes(model, job)
         # trained embedding / head copies are gathered with the base (their own dtype)
         weights += _copy_bytes_per_param(job)[0] * embedding_copy_params(model, job)
         # FSDP1 under no_sync reduce-scatters once per optimizer step (`Job.fsdp_no_sync`)
@@ -1072,17 +1072,20 @@ def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float
 
 
 def _reduced_gradient_bytes(model: ModelSpec, job: Job) -> float:
-    """Bytes of the trained gradients as data parallelism reduces them.
-
-    DDP all-reduces each parameter's own gradient (`ddp_gradient_bytes`): fp32 for PEFT's fp32
-    adapters and for fp32 modules under autocast. FSDP's MixedPrecision reduces in its
-    reduce_dtype, which defaults to param_dtype (bf16), and DeepSpeed's bf16 engine in bf16; FSDP
-    without a MixedPrecision policy (autocast over fp32 modules) gathers and reduces its fp32
-    FlatParameters (`_module_bytes`).
-    """
+    """Bytes of the trained gradients as data parallelism reduces them: DDP each parameter's own
+    gradient (`ddp_gradient_bytes`: fp32 for PEFT's adapters and for fp32 modules under
+    autocast), ZeRO and FSDP the compute dtype's (`compute_gradient_bytes`)."""
     if job.sharding == "none":
         return ddp_gradient_bytes(model, job)
-    return _module_bytes(job) * trainable_params(model, job)
+    return compute_gradient_bytes(model, job)
+
+
+def _gathered_weight_bytes(model: ModelSpec, job: Job) -> float:
+    """Bytes of the whole model as ZeRO-3/FSDP gathers it: the modules' dtype for full
+    fine-tuning (fp32 without a MixedPrecision policy), the frozen base in its storage dtype."""
+    if job.method == "full":
+        return _module_bytes(job) * model.params
+    return _frozen_weight_bytes(model, job)
 
 
 def tensor_parallel_comm_bytes(model: ModelSpec, job: Job) -> float:
@@ -1295,8 +1298,7 @@ def _offload_param_copy_seconds(model: ModelSpec, job: Job, gpu: Accelerator, n_
     """
     if not (job.offload and job.sharding == "zero3"):
         return 0.0
-    weights = _module_bytes(job) * model.params if job.method == "full" else _frozen_weight_bytes(model, job)
-    return 2.0 * weights / n_gpus / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
+    return 2.0 * _gathered_weight_bytes(model, job) / n_gpus / (_pcie_bytes_per_s(gpu) * COMM_EFFICIENCY)
 
 
 def _exposed_unit_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:

@@ -12,8 +12,8 @@ from dataclasses import replace
 import pytest
 
 from finetune import Job, memory_per_gpu
-from finetune.memory import GB, adapter_params, fsdp_unsharded_gradient_bytes
-from finetune.time import _comm_bytes_per_micro_step
+from finetune.memory import GB, adapter_params, compute_gradient_bytes, fsdp_unsharded_gradient_bytes
+from finetune.time import _comm_bytes_per_micro_step, _reduced_gradient_bytes
 from flows.job_options import JOB_OPTIONS, JobOptions
 from warehouse.seed_models import load_models
 
@@ -40,6 +40,10 @@ def test_every_gpu_holds_the_whole_bf16_gradient_through_accumulation() -> None:
 def test_the_gradient_is_in_the_flat_parameters_compute_dtype() -> None:
     autocast = replace(NO_SYNC, mixed_precision="autocast")  # no MixedPrecision: fp32
     assert fsdp_unsharded_gradient_bytes(LLAMA_8B, autocast, 8) == pytest.approx(4.0 * LLAMA_8B.params)
+    # the same bytes the sharded collectives reduce: one rule for both
+    for job in (NO_SYNC, autocast):
+        assert fsdp_unsharded_gradient_bytes(LLAMA_8B, job, 8) == compute_gradient_bytes(LLAMA_8B, job)
+        assert _reduced_gradient_bytes(LLAMA_8B, job) == compute_gradient_bytes(LLAMA_8B, job)
     lora = replace(NO_SYNC, method="lora")  # only the adapters' units have gradients
     assert fsdp_unsharded_gradient_bytes(LLAMA_8B, lora, 8) == pytest.approx(
         2.0 * adapter_params(LLAMA_8B, lora)
