@@ -293,8 +293,7 @@ def models() -> None:
     shown = [column for column in cells if column != "model_id"]
     room = {**cells, "model_id": ["x" * MODEL_ID_ROOM] * len(cells["model_id"])}
     for column in MODEL_COLUMNS_DROPPED_FIRST:
-        probe = _models_table(room, shown, [])
-        if Measurement.get(console, console.options.update_width(10_000), probe).minimum <= console.width:
+        if _fits_terminal(_models_table(room, shown, [])):
             break
         shown.remove(column)
     left_out = [column for column in cells if column != "model_id" and column not in shown]
@@ -801,10 +800,16 @@ def _bill_table(ranked: pl.DataFrame, fjob: FinetuneJob) -> Table:
     otherwise cut every amount short and squeeze the offer's name out.
     """
     table = _bill_table_of(ranked, fjob, itemized=True)
-    # measured unconstrained: measured at the console's width, rich reports the widths it would cut to
-    if Measurement.get(console, console.options.update_width(10_000), table).minimum > console.width:
+    if not _fits_terminal(table):
         table = _bill_table_of(ranked, fjob, itemized=False)
     return table
+
+
+def _fits_terminal(table: Table) -> bool:
+    """Whether `table`'s narrowest layout (each column at its longest word, no-wrap cells whole)
+    fits the console. Measured unconstrained: measured at the console's width, rich reports the
+    widths it would cut to."""
+    return Measurement.get(console, console.options.update_width(10_000), table).minimum <= console.width
 
 
 def _bill_table_of(ranked: pl.DataFrame, fjob: FinetuneJob, *, itemized: bool) -> Table:
