@@ -164,7 +164,8 @@ class Job:
     keeps_outputs: bool = False
     # FSDP1 units that hold LoRA adapters and frozen weights in one FlatParameter (a decoder-layer
     # wrap policy with use_orig_params=True, adapters not wrapped apart): the unit's whole flat
-    # gradient exists and is reduce-scattered, frozen part included. PyTorch's FSDP docs: mixing
+    # gradient exists, is kept (sharded) and is reduce-scattered, frozen part included
+    # (finetune.memory.mixed_unit_gradient_bytes). PyTorch's FSDP docs: mixing
     # frozen and non-frozen parameters is supported with use_orig_params=True, "but ... the
     # gradient memory usage will be higher than expected (namely, equivalent to not freezing those
     # parameters)". False: adapters in units of their own (PEFT's fsdp_auto_wrap_policy, which
@@ -332,6 +333,18 @@ class Job:
             and self.sharding in ("zero3", "hybrid")
             and self.zero3_impl == "fsdp"
             and not self.offload
+        )
+
+    @property
+    def mixes_fsdp_units(self) -> bool:
+        """Whether FSDP1 holds LoRA adapters and frozen weights in one FlatParameter
+        (`lora_in_fsdp_units`) under ZeRO-3/HSDP: only FSDP's flat units mix (DeepSpeed partitions
+        per parameter and keeps only the gradients that exist; FSDP2 shards per parameter too)."""
+        return (
+            self.lora_in_fsdp_units
+            and self.method != "full"
+            and self.sharding in ("zero3", "hybrid")
+            and self.zero3_impl == "fsdp"
         )
 
     @property

@@ -605,7 +605,9 @@ def _sharded_model_states(model: ModelSpec, job: Job, n_gpus: int) -> StateBytes
         o_b = o_b / 2
     shard = n if job.sharding != "none" else 1
     opt = 0.0 if job.offload else (o_b * t + copy_o * copies) / shard
-    grads = 0.0 if job.offload else (g_b * t + copy_g * copies) / shard
+    # mixed FSDP1 units keep their frozen part's gradient shard too (one GPU: NO_SHARD, all of it)
+    frozen_g = mixed_unit_gradient_bytes(model, job) / n
+    grads = 0.0 if job.offload else (g_b * t + copy_g * copies) / shard + frozen_g
     return StateBytes(weights + w_b * t, grads, opt)
 
 
@@ -992,13 +994,38 @@ def compute_gradient_bytes(model: ModelSpec, job: Job) -> float:
     return _module_bytes(job) * trainable_params(model, job)
 
 
-def fsdp_unsharded_gradient_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
-    """FSDP1 accumulating under `no_sync` (`Job.accumulates_unsharded`): the trained
-    FlatParameters' whole gradient on every GPU (`compute_gradient_bytes`) through the
-    micro-batches of a step; 0 otherwise, and on one GPU, where FSDP does not shard."""
-    if not job.accumulates_unsharded or n_gpus <= 1:
+def mixed_unit_gradient_bytes(model: ModelSpec, job: Job) -> float:
+    """The frozen part of the decoder units' flat gradients where FSDP1 holds LoRA adapters and
+    frozen weights in one FlatParameter (`Job.mixes_fsdp_units`); 0 elsewhere.
+
+    Autograd reaches the adapters through views of the unit's FlatParameter, so its gradient is
+    one flat tensor of the whole unit, frozen part included, in the FlatParameter's dtype: the
+    frozen layers in their storage dtype (`_decoder_unit_frozen_bytes`: bf16, fp32 under autocast,
+    QLoRA's 4-bit codes packed into the float quant_storage). PyTorch's FSDP API docs on mixing
+    frozen and trained parameters under use_orig_params=True: "the gradient memory usage will be
+    higher than expected (namely, equivalent to not freezing those parameters)". It is
+    reduce-scattered, so it also costs communication (finetune.time).
+    """
+    if not job.mixes_fsdp_units:
         return 0.0
-    return compute_gradient_bytes(model, job)
+    return model.layers * _decoder_unit_frozen_bytes(model, job)
+
+
+def fsdp_unsharded_gradient_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
+    """Unsharded FSDP1 gradients beside the sharded ones in the step, 0 on one GPU (FSDP does not
+    shard there):
+    * accumulating under `no_sync` (`Job.accumulates_unsharded`): the trained FlatParameters'
+      whole gradient (`compute_gradient_bytes`), mixed units' frozen part included, on every GPU
+      through the micro-batches of a step;
+    * otherwise, units mixing adapters and frozen weights (`mixed_unit_gradient_bytes`): one
+      unit's whole flat gradient, from its backward until its reduce-scatter has run (adapter-only
+      units' are too small to count)."""
+    if n_gpus <= 1:
+        return 0.0
+    mixed = mixed_unit_gradient_bytes(model, job)
+    if job.accumulates_unsharded:
+        return compute_gradient_bytes(model, job) + mixed
+    return mixed / model.layers
 
 
 def ds_reduce_buffer_bytes(job: Job) -> float:

@@ -105,6 +105,7 @@ from finetune.memory import (
     ddp_gradient_bytes,
     embedding_copy_params,
     memory_per_gpu,
+    mixed_unit_gradient_bytes,
     quantized_bytes_per_param,
     require_expressible,
     trainable_params,
@@ -1055,9 +1056,8 @@ def _comm_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int) -> float
         return 0.0
     ring = (n_gpus - 1) / n_gpus
     grads = _reduced_gradient_bytes(model, job)
-    if _mixed_units(job):
-        # the decoder units' flat gradients cover their frozen weights too
-        grads += _frozen_layer_bytes(model, job)
+    # the decoder units' flat gradients cover their frozen weights too (`Job.lora_in_fsdp_units`)
+    grads += mixed_unit_gradient_bytes(model, job)
     if job.sharding in ("zero3", "hybrid"):
         weights = _gathered_weight_bytes(model, job)
         # trained embedding / head copies are gathered with the base (their own dtype)
@@ -1115,8 +1115,7 @@ def _network_bytes_per_micro_step(model: ModelSpec, job: Job, n_gpus: int, gpus_
     if job.sharding != "hybrid" or nodes <= 1:
         return 0.0
     grads = _reduced_gradient_bytes(model, job)
-    if _mixed_units(job):
-        grads += _frozen_layer_bytes(model, job)
+    grads += mixed_unit_gradient_bytes(model, job)
     shard = grads / min(n_gpus, gpus_per_node)
     return 2.0 * shard * (nodes - 1) / nodes / job.grad_accumulation
 
@@ -1310,32 +1309,9 @@ def _exposed_unit_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
     full = _module_bytes(job) * unit
     gathered = full if job.method == "full" else _frozen_weight_bytes(model, job) / model.layers
     grads = full if job.method == "full" else 0.0
-    if _mixed_units(job):
-        grads = _frozen_layer_bytes(model, job) / model.layers
+    if job.mixes_fsdp_units:
+        grads = mixed_unit_gradient_bytes(model, job) / model.layers
     return ring * (gathered + grads)
-
-
-def _mixed_units(job: Job) -> bool:
-    """Whether FSDP1 reduce-scatters whole mixed units: adapters in the frozen layers' FlatParameter
-    (`Job.lora_in_fsdp_units`) under ZeRO-3/HSDP, the FSDP implementation (DeepSpeed partitions
-    per parameter and reduces only the gradients that exist)."""
-    return (
-        job.lora_in_fsdp_units
-        and job.method != "full"
-        and job.sharding in ("zero3", "hybrid")
-        and job.zero3_impl == "fsdp"
-    )
-
-
-def _frozen_layer_bytes(model: ModelSpec, job: Job) -> float:
-    """Bytes of the frozen decoder layers in their storage dtype (the FlatParameter's, so also its
-    gradient's): bf16 (fp32 modules under autocast) for LoRA; QLoRA's quantized linears (packed
-    into the float quant_storage dtype FSDP requires) plus its bf16 norms."""
-    layers = model.layers * layer_params(model)
-    if job.method == "lora":
-        return _module_bytes(job) * layers
-    linears = linear_params(model)
-    return quantized_bytes_per_param(job) * linears + 2.0 * (layers - linears)
 
 
 def _pcie_bytes_per_s(gpu: Accelerator) -> float:

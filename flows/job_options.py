@@ -492,8 +492,8 @@ LoraInFsdpUnitsOpt = Annotated[
     bool,
     typer.Option(
         help="FSDP1 wraps each decoder layer with its LoRA adapters in one FlatParameter "
-        "(use_orig_params=True): the frozen weights' gradients are reduce-scattered too. Off: "
-        "adapters wrapped apart (PEFT's fsdp_auto_wrap_policy, HF Trainer) or FSDP2."
+        "(use_orig_params=True): the frozen weights get gradients too, kept sharded and "
+        "reduce-scattered. Off: adapters wrapped apart (PEFT's fsdp_auto_wrap_policy, HF Trainer) or FSDP2."
     ),
 ]
 
