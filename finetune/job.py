@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal, TypeVar, get_args
+from dataclasses import dataclass, fields
+from typing import Any, Literal, TypeVar, get_args
 
 Method = Literal["full", "lora", "qlora"]
 Precision = Literal["bf16-mixed", "bf16-pure"]
@@ -189,7 +189,7 @@ class Job:
     # DistributedDataParallelKwargs and so of the HF Trainer, whose `_wrap_model` passes only
     # find_unused_parameters, bucket_cap_mb and broadcast_buffers. True: gradient_as_bucket_view,
     # or FSDP NO_SHARD (fsdp_qlora's `--sharding_strategy ddp`), which all-reduces its flat
-    # gradient in place. Which unsharded jobs torch DDP runs at all: finetune.memory._runs_torch_ddp.
+    # gradient in place. Which unsharded jobs torch DDP runs at all: `runs_torch_ddp`.
     ddp_bucket_view: bool = False
     # --- modelmem (issue 23): DeepSpeed ZeRO-1/2's gradient reduce buffers. With
     # contiguous_gradients (default on), every backward starts by allocating one flat buffer of
@@ -209,7 +209,11 @@ class Job:
     # iterations", `_finalize_params`). So each GPU holds the trained FlatParameters' whole
     # gradient, and reduce-scatters once per optimizer step. False: FSDP2 (torchtune, torchtitan,
     # Accelerate's fully_shard, which has no `no_sync`), reduce-scattering every micro-batch. Only
-    # for FSDP zero3 / hybrid with grad_accumulation > 1, without CPU offload.
+    # for FSDP zero3 / hybrid with grad_accumulation > 1. CPU offload included: the unsharded
+    # gradient is autograd's, on the GPU (`FlatParamHandle.prepare_gradient_for_backward` keeps a
+    # `.grad` of the unsharded size as it is), and torch's FSDP docs list "gradient accumulation
+    # outside no_sync() when using CPU offloading" as unsupported, so offloaded FSDP1 jobs that
+    # accumulate do it this way.
     fsdp_no_sync: bool = False
 
     def __post_init__(self) -> None:
@@ -332,7 +336,18 @@ class Job:
             and self.grad_accumulation > 1
             and self.sharding in ("zero3", "hybrid")
             and self.zero3_impl == "fsdp"
-            and not self.offload
+        )
+
+    @property
+    def runs_torch_ddp(self) -> bool:
+        """Whether this job, unsharded on several GPUs, is torch's DistributedDataParallel: LoRA and
+        QLoRA (the HF Trainer wraps any model in it), full fine-tuning of fp32 modules under
+        autocast or of bf16 ones in pure bf16. Full fine-tuning of bf16 modules with an fp32
+        master (bf16-mixed, mixed_precision "fsdp") is held only by frameworks that reduce on
+        their own: FSDP NO_SHARD with MixedPrecision, DeepSpeed's bf16 engine, Megatron's DDP into
+        its fp32 main_grad buffer."""
+        return not (
+            self.method == "full" and self.precision == "bf16-mixed" and self.mixed_precision == "fsdp"
         )
 
     @property
@@ -380,6 +395,64 @@ class Job:
             and self.kernels == "plain"
             and not self.compiled
         )
+
+
+def knobs_without_effect(job: Job, n_gpus: int) -> list[tuple[str, str]]:
+    """The knobs `job` sets away from their defaults that change nothing for it on `n_gpus` GPUs,
+    as (Job field, why): a knob that describes another sharding, method or setting. Nothing is
+    refused for it (a sharding chosen per offer may still make it count); the callers say it."""
+    found: list[tuple[str, str]] = []
+    if job.method == "full":
+        for name in ("lora_rank", "lora_targets", "lora_dropout"):
+            if getattr(job, name) != _JOB_DEFAULTS[name]:
+                found.append((name, "full fine-tuning has no LoRA adapters"))
+    if job.quant != _JOB_DEFAULTS["quant"] and job.method != "qlora":
+        found.append(("quant", f"only QLoRA quantizes the base; {job.method} keeps it in 16 bits"))
+    if job.checkpoint_policy != "full" and not job.grad_checkpointing:
+        found.append(("checkpoint_policy", "without gradient checkpointing nothing is recomputed"))
+    if job.optimizer_impl != "foreach" and job.optimizer != "adamw":
+        found.append(
+            ("optimizer_impl", f"foreach and fused are torch AdamW's implementations, not {job.optimizer}'s")
+        )
+    if not job.sequence_parallel and job.tensor_parallel == 1:
+        found.append(
+            ("sequence_parallel", "sequence parallelism splits tensor-parallel groups; there are none")
+        )
+    if job.zero3_impl != "fsdp" and job.sharding != "zero3":
+        found.append(("zero3_impl", f"it picks ZeRO-3's implementation, and the sharding is {job.sharding}"))
+    if job.full_state_dict_load and not (job.sharding == "zero3" and n_gpus > 1):
+        found.append(("full_state_dict_load", "only a ZeRO-3/FSDP job on several GPUs loads by gathering"))
+    if job.ddp_bucket_view and not (job.sharding == "none" and n_gpus > 1 and job.runs_torch_ddp):
+        found.append(("ddp_bucket_view", _ddp_bucket_view_idle(job, n_gpus)))
+    if job.fsdp_no_sync and not (job.accumulates_unsharded and n_gpus > 1):
+        found.append(("fsdp_no_sync", _no_sync_idle(job, n_gpus)))
+    if job.lora_in_fsdp_units and not job.mixes_fsdp_units:
+        found.append(
+            ("lora_in_fsdp_units", "only FSDP's flat units mix parameters (sharding zero3 or hybrid, FSDP)")
+        )
+    return found
+
+
+# each Job field's default, what a knob "set away from its default" is measured against
+_JOB_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Job)}
+
+
+def _ddp_bucket_view_idle(job: Job, n_gpus: int) -> str:
+    """Why `ddp_bucket_view` changes nothing for `job` on `n_gpus` (it describes DDP's buckets)."""
+    if job.sharding != "none":
+        return f"it describes torch DDP's all-reduce buckets; sharding {job.sharding} shards gradients"
+    if n_gpus <= 1:
+        return "one GPU runs no DDP"
+    return "full fine-tuning of bf16 modules with an fp32 master is not reduced by torch DDP"
+
+
+def _no_sync_idle(job: Job, n_gpus: int) -> str:
+    """Why `fsdp_no_sync` changes nothing for `job` on `n_gpus` (FSDP1's unsharded accumulation)."""
+    if job.sharding not in ("zero3", "hybrid") or job.zero3_impl != "fsdp":
+        return "no_sync is FSDP1's (sharding zero3 or hybrid, FSDP)"
+    if job.grad_accumulation <= 1:
+        return "with one micro-batch per optimizer step there is nothing to accumulate"
+    return "one GPU: FSDP does not shard, so there is no reduce-scatter to defer"
 
 
 class OutsideModelError(ValueError):

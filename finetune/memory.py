@@ -511,21 +511,12 @@ def ddp_gradient_bytes(model: ModelSpec, job: Job) -> float:
     return _adapter_bytes(job) * adapter_params(model, job) + copy_g * embedding_copy_params(model, job)
 
 
-def _runs_torch_ddp(job: Job) -> bool:
-    """Whether an unsharded job on several GPUs is torch's DistributedDataParallel: LoRA and QLoRA
-    (the HF Trainer wraps any model in it), full fine-tuning of fp32 modules under autocast or of
-    bf16 ones in pure bf16. Full fine-tuning of bf16 modules with an fp32 master (bf16-mixed,
-    mixed_precision "fsdp") is held only by frameworks that reduce on their own: FSDP NO_SHARD
-    with MixedPrecision, DeepSpeed's bf16 engine, Megatron's DDP into its fp32 main_grad buffer."""
-    return not (job.method == "full" and job.precision == "bf16-mixed" and job.mixed_precision == "fsdp")
-
-
 def ddp_bucket_bytes(model: ModelSpec, job: Job, n_gpus: int) -> float:
     """The flat buckets torch DDP keeps beside the gradients on each GPU (`Job.ddp_bucket_view`):
     one more copy of the trained gradients, from construction on; 0 on one GPU (no DDP), with
     gradient_as_bucket_view or FSDP NO_SHARD, under ZeRO/FSDP sharding and where the job is not
-    torch DDP's (`_runs_torch_ddp`)."""
-    if job.sharding != "none" or n_gpus <= 1 or job.ddp_bucket_view or not _runs_torch_ddp(job):
+    torch DDP's (`Job.runs_torch_ddp`)."""
+    if job.sharding != "none" or n_gpus <= 1 or job.ddp_bucket_view or not job.runs_torch_ddp:
         return 0.0
     return ddp_gradient_bytes(model, job)
 

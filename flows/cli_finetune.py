@@ -34,7 +34,7 @@ Registered on the app in flows/cli.py: `app.command()(cli_finetune.memory)`.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any
@@ -48,6 +48,7 @@ from answers import AnswerError
 from finetune import FinetuneJob, Job, ModelSpec, Sharding
 from finetune.job import PaddedShape
 from finetune.offer import Interconnect, has_p2p
+from finetune.placement import SHARDINGS
 from finetune.tensor_parallel import group_refusal
 from flows.cli_prices import (
     FILTERS,
@@ -77,6 +78,7 @@ from flows.job_options import (
     _fail,
     _padding,
     _usage,
+    knob_warning,
     parse_tokens,
     with_job_options,
 )
@@ -161,6 +163,10 @@ class MemoryAsk:
     shape: PaddedShape | None
     gpus: int
 
+    def knob_warning(self) -> str | None:
+        """The options that change nothing for this job on these GPUs (`knob_warning`)."""
+        return knob_warning([(self.job, self.gpus)])
+
     def payload(self) -> dict[str, Any]:
         """The --json answer (answers.estimate.job_memory)."""
         from answers.estimate import job_memory
@@ -212,6 +218,7 @@ def memory(
     from answers.estimate import job_memory
 
     ask = memory_ask(job, gpus=gpus, sharding=sharding.value)
+    _warn(ask.knob_warning())
     if as_json:
         _print_json(ask.payload())
         return
@@ -446,13 +453,21 @@ def estimate(
         include_stale=include_stale,
     )
     if ask.hardware is None:
+        _warn(ask.knob_warning())
         _rank(ask, as_json=as_json, bill=bill)
         return
     try:
         answer = ask.on_hardware()
     except AnswerError as exc:
         raise _fail(str(exc)) from None
+    _warn(ask.knob_warning(answer))
     _print_stated(answer, ask.fjob, ask.shape, as_json)
+
+
+def _warn(warning: str | None) -> None:
+    """One warning line on stderr (stdout stays the answer, parseable under --json)."""
+    if warning:
+        err.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
 
 
 @dataclass(frozen=True)
@@ -484,6 +499,15 @@ class EstimateAsk:
     def ranked_payload(self, ranking: OfferRanking) -> list[dict[str, Any]]:
         """The ranking's --json answer: the shown rows (top, frontier unless --all)."""
         return json_ready(ranking.shown(self.top, self.show_all).to_dicts())
+
+    def knob_warning(self, answer: StatedEstimate | None = None) -> str | None:
+        """The options that change nothing here (`knob_warning`): on the stated hardware, for the
+        job as `answer` placed it; in a ranking, under every sharding an offer may get."""
+        if answer is not None:
+            return knob_warning([(answer.job, answer.hardware.nodes * answer.hardware.gpus_per_node)])
+        job = self.fjob.job
+        shardings = [s for s in SHARDINGS if not (job.offload and s == "none")]
+        return knob_warning([(replace(job, sharding=s), n) for s in shardings for n in (1, 2)])
 
     def on_hardware(self) -> StatedEstimate:
         from answers.estimate import on_hardware

@@ -17,7 +17,7 @@ import functools
 import inspect
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 from enum import Enum
 from pathlib import Path
@@ -48,6 +48,7 @@ from finetune.job import (
     PaddedShape,
     TrainEmbeddings,
     Zero3Impl,
+    knobs_without_effect,
     padded_shape,
     require_data_parallel,
 )
@@ -690,6 +691,29 @@ class JobOptions:
             except ValueError as exc:
                 raise _fail(str(exc)) from None
         return job, shape
+
+
+def knob_warning(placements: Iterable[tuple[Job, int]]) -> str | None:
+    """One line naming the options that change nothing in any of `placements` (each the job as it
+    would run, with its sharding, and its GPU count), and why; None when each counts somewhere.
+    Stated hardware is one placement; a ranking, where each offer gets its own sharding, passes
+    every sharding it may pick."""
+    found: dict[str, str] | None = None
+    for job, n_gpus in placements:
+        idle = {
+            name: f"{_flag_text(job, name)} changes nothing here: {why}"
+            for name, why in knobs_without_effect(job, n_gpus)
+        }
+        found = idle if found is None else {name: text for name, text in found.items() if name in idle}
+    return "; ".join(found.values()) if found else None
+
+
+def _flag_text(job: Job, name: str) -> str:
+    """The option that set Job field `name` as typed: --flag, --no-flag or --flag value."""
+    value, flag = getattr(job, name), "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return flag if value else "--no-" + flag.removeprefix("--")
+    return f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
 
 
 # JobOptions fields that are not Job fields: what the model is, and the shape _shape derives

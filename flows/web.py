@@ -337,7 +337,7 @@ def ask_estimate(values: dict[str, Any], budget: Budget, books: OfferBooks | Non
         "method": ask.fjob.job.method,
         "train_tokens": ask.fjob.train_tokens,
         "experiment": cli_finetune.experiment_text(ask.fjob),
-        "warning": job.context_warning(spec),
+        "warning": _warnings(job.context_warning(spec), ask.knob_warning()),
         "bill_items": list(BILL_ITEMS),
     }
     if ask.hardware is not None:
@@ -346,6 +346,8 @@ def ask_estimate(values: dict[str, Any], budget: Budget, books: OfferBooks | Non
                 answer = ask.on_hardware()
             except AnswerError as exc:
                 raise _errors([("gpu", str(exc))]) from None
+        # on stated hardware the options are judged on the job as placed there
+        head["warning"] = _warnings(job.context_warning(spec), ask.knob_warning(answer))
         return {**head, "kind": "stated", "notice": None, "stated": cli_finetune.stated_payload(
             answer, ask.fjob, ask.shape
         )}  # fmt: skip
@@ -405,7 +407,16 @@ def ask_memory(values: dict[str, Any], budget: Budget) -> dict[str, Any]:
             raise _errors([(_field_named(exc.message, MEMORY_FIELDS, "sharding"), exc.message)]) from None
     with budget.spend(None):
         payload = ask.payload()
-    return {**cli_finetune.json_ready(payload), "warning": job.context_warning(spec)}
+    return {
+        **cli_finetune.json_ready(payload),
+        "warning": _warnings(job.context_warning(spec), ask.knob_warning()),
+    }
+
+
+def _warnings(*warnings: str | None) -> str | None:
+    """The answer's one `warning` line: the context length's and the idle options', as given."""
+    given = [w for w in warnings if w]
+    return "; ".join(given) if given else None
 
 
 def ask_prices(values: dict[str, Any]) -> dict[str, Any]:

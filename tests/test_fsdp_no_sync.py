@@ -57,7 +57,6 @@ def test_the_gradient_is_in_the_flat_parameters_compute_dtype() -> None:
         (replace(NO_SYNC, zero3_impl="deepspeed"), 8),  # the HF Trainer skips no_sync for DeepSpeed
         (replace(NO_SYNC, sharding="zero2"), 8),
         (replace(NO_SYNC, sharding="none"), 8),
-        (replace(NO_SYNC, offload=True), 8),
         (NO_SYNC, 1),  # one GPU: FSDP does not shard
     ],
 )
@@ -83,3 +82,15 @@ def test_the_cli_states_it() -> None:
     # the same options under another sharding are not FSDP1's: nothing changes there
     other, _ = JobOptions(model="Llama-3.1-8B", grad_accumulation=4, fsdp_no_sync=True).job(sharding="none")
     assert not other.accumulates_unsharded
+
+
+def test_cpu_offload_accumulates_unsharded_on_the_gpu_too() -> None:
+    # torch's FSDP docs: no gradient accumulation outside no_sync() under CPU offload, so an
+    # offloaded FSDP1 job that accumulates keeps autograd's unsharded gradient on the GPU
+    offload = replace(NO_SYNC, offload=True)
+    assert offload.accumulates_unsharded
+    synced = memory_per_gpu(LLAMA_8B, replace(offload, fsdp_no_sync=False), 8)
+    unsharded = memory_per_gpu(LLAMA_8B, offload, 8)
+    # the sharded gradients go to the host; the whole unsharded one stays beside the step
+    assert (unsharded.gradients_gb - synced.gradients_gb) * GB == pytest.approx(2.0 * LLAMA_8B.params)
+    assert (unsharded.total_gb - synced.total_gb) * GB == pytest.approx(2.0 * LLAMA_8B.params)

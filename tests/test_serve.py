@@ -192,6 +192,13 @@ def test_a_long_sequence_is_answered_with_the_clis_warning(client):
     assert body["warning"].startswith(f"--seq-len 8192 is beyond {HUB_MODEL}'s context length of 4096")
 
 
+def test_an_option_that_changes_nothing_is_answered_with_the_clis_warning(client):
+    # the same line the CLI prints on stderr, in the answer's one `warning`
+    body = client.get("/api/memory", params={"model": HUB_MODEL, "method": "full", "lora_rank": "64"}).json()
+    assert body["warning"] == "--lora-rank 64 changes nothing here: full fine-tuning has no LoRA adapters"
+    assert client.get("/api/memory", params={"model": HUB_MODEL}).json()["warning"] is None
+
+
 def test_prices_answers_what_gpucost_prices_json_prints(client):
     body = client.get("/api/prices", params={"gpu": "H100", "spot": "true"}).json()
     printed = cli_json("prices", "--gpu", "H100", "--spot")

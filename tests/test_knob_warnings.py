@@ -1,0 +1,151 @@
+"""Options that change nothing for the job asked are said, not silently dropped: each knob that
+describes another sharding, method or setting (`finetune.job.knobs_without_effect`) is named in
+one `warning:` line on stderr, with why; the answer itself is the same as without it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from finetune import Job
+from finetune.job import knobs_without_effect
+from flows.cli import app
+from flows.job_options import _flag_text, knob_warning
+from flows.output import console
+
+runner = CliRunner()
+MODEL = ["--model", "meta-llama/Llama-3.2-1B"]  # seeded: no Hub lookup
+LORA = Job(method="lora")
+
+
+def idle(job: Job, n_gpus: int = 1) -> list[str]:
+    return [name for name, _ in knobs_without_effect(job, n_gpus)]
+
+
+def test_defaults_set_nothing_to_warn_of() -> None:
+    for method in ("full", "lora", "qlora"):
+        for sharding in ("none", "zero2", "zero3", "hybrid"):
+            assert idle(Job(method=method, sharding=sharding), 8) == []
+
+
+@pytest.mark.parametrize(
+    ("job", "n_gpus", "name"),
+    [
+        (Job(method="full", lora_rank=64), 1, "lora_rank"),
+        (Job(method="full", lora_targets="qv"), 1, "lora_targets"),
+        (Job(method="full", lora_dropout=0.1), 1, "lora_dropout"),
+        (replace(LORA, quant="gptq"), 1, "quant"),
+        (replace(LORA, grad_checkpointing=False, checkpoint_policy="selective"), 1, "checkpoint_policy"),
+        (Job(method="qlora", optimizer="paged-adamw8bit", optimizer_impl="fused"), 1, "optimizer_impl"),
+        (replace(LORA, sequence_parallel=False), 1, "sequence_parallel"),
+        (replace(LORA, sharding="zero2", zero3_impl="deepspeed"), 8, "zero3_impl"),
+        (replace(LORA, sharding="zero3", full_state_dict_load=True), 1, "full_state_dict_load"),
+        (replace(LORA, sharding="none", full_state_dict_load=True), 8, "full_state_dict_load"),
+        (replace(LORA, ddp_bucket_view=True), 1, "ddp_bucket_view"),  # one GPU: no DDP
+        (replace(LORA, sharding="zero3", ddp_bucket_view=True), 8, "ddp_bucket_view"),
+        # full fine-tuning of bf16 modules with an fp32 master is not torch DDP's to reduce
+        (Job(method="full", ddp_bucket_view=True), 8, "ddp_bucket_view"),
+        (replace(LORA, sharding="zero3", fsdp_no_sync=True), 8, "fsdp_no_sync"),  # GA 1
+        (replace(LORA, sharding="zero2", grad_accumulation=4, fsdp_no_sync=True), 8, "fsdp_no_sync"),
+        (
+            replace(LORA, sharding="zero3", zero3_impl="deepspeed", grad_accumulation=4, fsdp_no_sync=True),
+            8,
+            "fsdp_no_sync",
+        ),
+        (replace(LORA, sharding="zero3", grad_accumulation=4, fsdp_no_sync=True), 1, "fsdp_no_sync"),
+        (replace(LORA, sharding="none", lora_in_fsdp_units=True), 8, "lora_in_fsdp_units"),
+        (
+            replace(LORA, sharding="zero3", zero3_impl="deepspeed", lora_in_fsdp_units=True),
+            8,
+            "lora_in_fsdp_units",
+        ),
+    ],
+)
+def test_a_knob_that_changes_nothing_is_named_with_why(job: Job, n_gpus: int, name: str) -> None:
+    found = dict(knobs_without_effect(job, n_gpus))
+    assert list(found) == [name]
+    assert found[name]  # a reason, said in words
+
+
+@pytest.mark.parametrize(
+    ("job", "n_gpus"),
+    [
+        (Job(method="lora", lora_rank=64, lora_targets="qv", lora_dropout=0.1), 1),
+        (Job(method="qlora", quant="gptq"), 1),
+        (replace(LORA, checkpoint_policy="selective"), 1),
+        (Job(method="full", optimizer="adamw", optimizer_impl="fused"), 1),
+        (replace(LORA, tensor_parallel=2, sequence_parallel=False), 2),
+        (replace(LORA, sharding="zero3", zero3_impl="deepspeed"), 8),
+        (replace(LORA, sharding="zero3", full_state_dict_load=True), 8),
+        (replace(LORA, ddp_bucket_view=True), 8),
+        (Job(method="full", precision="bf16-pure", ddp_bucket_view=True), 8),
+        (replace(LORA, sharding="zero3", grad_accumulation=4, fsdp_no_sync=True), 8),
+        (replace(LORA, sharding="hybrid", grad_accumulation=4, fsdp_no_sync=True), 16),
+        (replace(LORA, sharding="zero3", offload=True, grad_accumulation=4, fsdp_no_sync=True), 8),
+        (replace(LORA, sharding="zero3", lora_in_fsdp_units=True), 1),  # NO_SHARD keeps the whole gradient
+    ],
+)
+def test_a_knob_that_counts_is_not_named(job: Job, n_gpus: int) -> None:
+    assert idle(job, n_gpus) == []
+
+
+def test_a_ranking_names_only_what_no_sharding_it_may_pick_would_use() -> None:
+    accumulating = replace(LORA, grad_accumulation=4, fsdp_no_sync=True, ddp_bucket_view=True)
+    placements = [(replace(accumulating, sharding=s), n) for s in ("none", "zero2", "zero3") for n in (1, 2)]
+    # zero3 on 2 GPUs uses no_sync, none on 2 GPUs the bucket view: neither is named
+    assert knob_warning(placements) is None
+    deepspeed = replace(LORA, zero3_impl="deepspeed", lora_in_fsdp_units=True)
+    warning = knob_warning(
+        [(replace(deepspeed, sharding=s), n) for s in ("none", "zero2", "zero3") for n in (1, 2)]
+    )
+    assert warning is not None
+    assert warning.startswith("--lora-in-fsdp-units changes nothing here: only FSDP's flat units mix")
+    assert "--zero3-impl" not in warning  # zero3 under DeepSpeed is a placement it picks
+
+
+def test_the_flag_is_written_as_typed() -> None:
+    job = Job(method="full", lora_rank=64, lora_dropout=0.05, sequence_parallel=False, quant="gptq")
+    assert _flag_text(job, "lora_rank") == "--lora-rank 64"
+    assert _flag_text(job, "lora_dropout") == "--lora-dropout 0.05"
+    assert _flag_text(job, "sequence_parallel") == "--no-sequence-parallel"
+    assert _flag_text(job, "quant") == "--quant gptq"
+    assert _flag_text(replace(job, fsdp_no_sync=True), "fsdp_no_sync") == "--fsdp-no-sync"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GPUCOST_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setattr(console, "width", 200)
+    return tmp_path / "data"
+
+
+def test_memory_warns_on_stderr_and_answers_as_without_the_knob(home: Path) -> None:
+    args = ["memory", *MODEL, "--gpus", "4", "--sharding", "zero3", "--json"]
+    warned = runner.invoke(app, [*args, "--ddp-bucket-view"])
+    plain = runner.invoke(app, args)
+    assert warned.exit_code == plain.exit_code == 0, warned.output
+    (line,) = [line for line in warned.stderr.splitlines() if line.startswith("warning:")]
+    assert line == (
+        "warning: --ddp-bucket-view changes nothing here: it describes torch DDP's all-reduce "
+        "buckets; sharding zero3 shards gradients"
+    )
+    # stdout stays the answer, parseable, and the knob moved nothing in it
+    assert warned.stdout.replace('"ddp_bucket_view": true', '"ddp_bucket_view": false') == plain.stdout
+    assert not [line for line in plain.stderr.splitlines() if line.startswith("warning:")]
+
+
+def test_estimate_on_stated_hardware_judges_the_sharding_it_placed(home: Path) -> None:
+    stated = ["estimate", *MODEL, "--tokens", "1M", "--gpu", "H100-SXM", "--gpus", "8"]
+    # LoRA of a 1B model fits unsharded: DDP on 8 GPUs, where the bucket view counts
+    assert not [
+        line
+        for line in runner.invoke(app, [*stated, "--ddp-bucket-view"]).stderr.splitlines()
+        if line.startswith("warning:")
+    ]
+    result = runner.invoke(app, [*stated, "--fsdp-no-sync", "--grad-accumulation", "4"])
+    assert result.exit_code == 0, result.output
+    assert "warning: --fsdp-no-sync changes nothing here: no_sync is FSDP1's" in result.stderr
