@@ -199,7 +199,11 @@ class Job:
     # defaults are 5e8 and overlap_comm off below stage 3 (DeepSpeedZeroConfig: reduce_bucket_size
     # 5e8, overlap_comm None → stage == 3); a config's "auto" is hidden_size² (transformers'
     # DeepSpeed integration), Qwen's ds_config_zero2.json 2 × 2e8 (overlap_comm on), LLaMA-Factory's
-    # ds_z2_config.json 5e8 (overlap_comm off). zero2 only.
+    # ds_z2_config.json 5e8 (overlap_comm off). ZeRO-3 under DeepSpeed allocates one such
+    # buffer of `reduce_bucket_size` elements per communication dtype when it sets up the
+    # optimizer (stage3.py `_setup_for_real_optimizer`: "IPG", `bucket.buffer = torch.empty(
+    # self.reduce_bucket_size, ...)` under contiguous_gradients) and keeps it for the run: the same
+    # knob is that one buffer's elements there (Qwen's ds_config_zero3.json: "auto", hidden_size²).
     ds_reduce_buffer_elements: float = 5e8
     # --- modelmem (issue 23): FSDP1 accumulating under `no_sync`. The HF Trainer wraps every
     # micro-batch but an optimizer step's last in `accelerator.no_sync` (all but DeepSpeed), which

@@ -1020,11 +1020,18 @@ def fsdp_unsharded_gradient_bytes(model: ModelSpec, job: Job, n_gpus: int) -> fl
 
 
 def ds_reduce_buffer_bytes(job: Job) -> float:
-    """DeepSpeed ZeRO-2's gradient reduce buffers, held through backward (`Job.ds_reduce_buffer_elements`
-    in the modules' 16-bit dtype, fp32 ones under autocast); 0 for every other sharding."""
-    if job.sharding != "zero2":
+    """DeepSpeed's gradient reduce buffers (`Job.ds_reduce_buffer_elements` in the modules' 16-bit
+    dtype, fp32 ones under autocast): ZeRO-2's, held through backward, and ZeRO-3's IPG buffer,
+    held from the optimizer's setup on (`ds_buffer_held_throughout`); 0 for FSDP and DDP."""
+    if job.sharding != "zero2" and not ds_buffer_held_throughout(job):
         return 0.0
     return _module_bytes(job) * job.ds_reduce_buffer_elements
+
+
+def ds_buffer_held_throughout(job: Job) -> bool:
+    """Whether DeepSpeed's reduce buffer outlives the backward pass: ZeRO-3 allocates its IPG
+    buffer once, when it sets up the optimizer, so it sits in the optimizer step's peak too."""
+    return job.sharding == "zero3" and job.zero3_impl == "deepspeed"
 
 
 def _optimizer_temporaries(model: ModelSpec, job: Job, n_gpus: int) -> float:
@@ -1079,6 +1086,9 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
         group = _fp32_gradient_elements(held, job, n_gpus)
         step_grads = FP32_BYTES * group
         temporaries = max(BF16_BYTES * group, temporaries)
+    # ZeRO-3's IPG buffer stays allocated through the optimizer step
+    held_buffer = ds_reduce_buffer_bytes(job) if ds_buffer_held_throughout(job) else 0.0
+    step_grads += held_buffer
     optimizer_allocated = states.total + step_grads + temporaries
     # load: the weights as stored (bitsandbytes quantizes one linear at a time on load: the
     # dequantization buffer in the weights covers it); FSDP materializes one decoder unit in bf16

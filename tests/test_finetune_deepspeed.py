@@ -269,13 +269,16 @@ def test_deepspeed_keeps_a_bf16_gradient_partition_and_casts_one_sub_group_to_fp
     assert model_states(m, ds, n).gradients == pytest.approx(2.0 * m.params / n + gathered, rel=1e-2)
     assert model_states(m, fsdp, n).gradients == pytest.approx(4.0 * m.params / n + gathered, rel=1e-2)
     # the optimizer phase: the states, one sub-group's fp32 gradient and the bf16 copy it is cast
-    # from (FusedAdam updates in place)
+    # from (FusedAdam updates in place), beside the IPG buffer held since the optimizer's setup
     b = memory_per_gpu(m, ds, n)
     sub_group = deepspeed_sub_group_elements(m, n)
     phases = dict(b.phases_gb)
     states = model_states(m, ds, n).total
-    assert phases["optimizer"] * 1e9 == pytest.approx(states + 6.0 * sub_group + 0.5e9, rel=1e-6)
-    assert b.gradients_gb * 1e9 == pytest.approx(model_states(m, ds, n).gradients + 4.0 * sub_group, rel=1e-6)
+    ipg = ds_reduce_buffer_bytes(ds)
+    assert phases["optimizer"] * 1e9 == pytest.approx(states + 6.0 * sub_group + ipg + 0.5e9, rel=1e-6)
+    assert b.gradients_gb * 1e9 == pytest.approx(
+        model_states(m, ds, n).gradients + 4.0 * sub_group + ipg, rel=1e-6
+    )
     # foreach AdamW's sqrt(v) of that sub-group (4 B) outweighs the freed bf16 copy (2 B)
     foreach = dict(memory_per_gpu(m, replace(ds, optimizer_impl="foreach"), n).phases_gb)["optimizer"]
     assert (foreach - phases["optimizer"]) * 1e9 == pytest.approx(2.0 * sub_group, rel=1e-6)
@@ -296,7 +299,9 @@ def test_only_deepspeeds_gpu_step_over_full_bf16_mixed_casts_a_sub_group(change:
     job = replace(base, **change)  # type: ignore[arg-type]
     b = memory_per_gpu(m, job, 2)
     states = model_states(m, job, 2)
-    assert dict(b.phases_gb)["optimizer"] * 1e9 == pytest.approx(states.total + 0.5e9, rel=1e-6)
+    # nothing but the states and, under DeepSpeed, its IPG buffer (`ds_reduce_buffer_bytes`)
+    held = ds_reduce_buffer_bytes(job)
+    assert dict(b.phases_gb)["optimizer"] * 1e9 == pytest.approx(states.total + held + 0.5e9, rel=1e-6)
 
 
 def test_deepspeed_full_fine_tuning_needs_less_than_fsdp_once_the_partition_passes_a_sub_group() -> None:
@@ -377,6 +382,39 @@ def test_zero2_holds_its_reduce_buffers_through_backward() -> None:
     # fp32 modules under autocast reduce in fp32
     autocast = Job(method="full", sharding="zero2", mixed_precision="autocast")
     assert ds_reduce_buffer_bytes(autocast) == pytest.approx(2e9)
+
+
+def test_zero3_under_deepspeed_holds_its_ipg_buffer_from_the_optimizers_setup_on() -> None:
+    # stage3.py allocates one buffer of reduce_bucket_size elements at optimizer setup and keeps it
+    job = Job(method="full", sharding="zero3", zero3_impl="deepspeed", seq_len=1024)
+    assert ds_reduce_buffer_bytes(job) == pytest.approx(1e9)  # DeepSpeed's default 5e8, bf16
+    spec = MODELS["Qwen/Qwen-7B"]
+    with_buffer = memory_per_gpu(spec, job, 8)
+    without = memory_per_gpu(spec, replace(job, ds_reduce_buffer_elements=0), 8)
+    phases, phases_without = dict(with_buffer.phases_gb), dict(without.phases_gb)
+    # in the step and in the optimizer step alike; not yet at load
+    assert phases["step"] - phases_without["step"] == pytest.approx(1.0)
+    assert phases["optimizer"] - phases_without["optimizer"] == pytest.approx(1.0)
+    assert phases["load"] == pytest.approx(phases_without["load"])
+    assert with_buffer.gradients_gb - without.gradients_gb == pytest.approx(1.0)
+    # a config's "auto" is hidden_size²: 4096² bf16 elements for Qwen-7B, 34 MB
+    auto = replace(job, ds_reduce_buffer_elements=float(spec.hidden_size**2))
+    assert ds_reduce_buffer_bytes(auto) == pytest.approx(2 * 4096**2)
+    # with CPU offload the buffer is still on the GPU
+    assert ds_reduce_buffer_bytes(replace(job, offload=True)) == pytest.approx(1e9)
+
+
+def test_qwens_zero3_row_reads_its_auto_bucket(shared_dir) -> None:
+    # Qwen's ds_config_zero3.json: "reduce_bucket_size": "auto", hidden_size² once transformers fills it
+    with (shared_dir / "data" / "measured_memory_calibration.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    zero3 = [row for row in rows if "ZeRO-3" in row["method"] and "Qwen" in row["model"]]
+    assert zero3, "no Qwen ZeRO-3 memory row to read"
+    for row in zero3:
+        case = row_to_case(row, MODELS)
+        assert case.job is not None, case.skip_reason
+        hidden = MODELS["Qwen/Qwen-1_8B"].hidden_size
+        assert case.job.ds_reduce_buffer_elements == pytest.approx(hidden**2)
 
 
 @pytest.mark.parametrize("sharding", ["none", "zero3", "hybrid"])
