@@ -213,11 +213,6 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
         model, note = resolve_model(row["model"], params_b, models)
     except LookupError as exc:
         return skip(str(exc))
-    # DeepSpeed's reduce buffers: Qwen's ZeRO-2 config two of 2e8 (above), its ZeRO-3 config
-    # "reduce_bucket_size": "auto", which transformers fills with hidden_size² (one IPG buffer);
-    # DeepSpeed's own default, 5e8, elsewhere
-    qwen1_zero3 = qwen1 and sharding == "zero3" and zero3_impl == "deepspeed"
-    ds_buffer = 2 * 2e8 if qwen1_qlora else (float(model.hidden_size**2) if qwen1_zero3 else 5e8)
     job = Job(
         method=method,  # type: ignore[arg-type]
         precision=precision,  # type: ignore[arg-type]
@@ -241,7 +236,9 @@ def row_to_case(row: dict[str, str], models: dict[str, ModelSpec]) -> Case:
         keeps_outputs=fsdp_qlora,
         # fsdp_qlora's "DDP" is FSDP NO_SHARD (`--sharding_strategy ddp`): no bucket copy
         ddp_bucket_view=fsdp_qlora,
-        ds_reduce_buffer_elements=ds_buffer,
+        # Qwen's ZeRO-2 config: two buffers of 2e8 (above); elsewhere the stage's common configs
+        # (its ZeRO-3 config says "auto": hidden_size²)
+        ds_reduce_buffer_elements=2 * 2e8 if qwen1_qlora else None,
         train_embeddings=copies if method != "full" else "off",  # type: ignore[arg-type]
     )
     return Case(

@@ -203,8 +203,11 @@ class Job:
     # buffer of `reduce_bucket_size` elements per communication dtype when it sets up the
     # optimizer (stage3.py `_setup_for_real_optimizer`: "IPG", `bucket.buffer = torch.empty(
     # self.reduce_bucket_size, ...)` under contiguous_gradients) and keeps it for the run: the same
-    # knob is that one buffer's elements there (Qwen's ds_config_zero3.json: "auto", hidden_size²).
-    ds_reduce_buffer_elements: float = 5e8
+    # knob is that one buffer's elements there. None: what the common configs give
+    # (`finetune.memory.ds_reduce_elements`): 5e8 under ZeRO-2 (DeepSpeed's default, LLaMA-Factory's
+    # ds_z2_config.json), hidden_size² under ZeRO-3, whose configs say "auto" (Qwen's
+    # ds_config_zero3.json, axolotl's zero3_bf16.json, LLaMA-Factory's ds_z3_config.json).
+    ds_reduce_buffer_elements: float | None = None
     # --- modelmem (issue 23): FSDP1 accumulating under `no_sync`. The HF Trainer wraps every
     # micro-batch but an optimizer step's last in `accelerator.no_sync` (all but DeepSpeed), which
     # for an FSDP1 model is `FullyShardedDataParallel.no_sync`; torch's FSDP1 `_post_backward_hook`
@@ -267,7 +270,8 @@ class Job:
             )
 
     def _check_memory_knobs(self) -> None:
-        if not (math.isfinite(self.ds_reduce_buffer_elements) and self.ds_reduce_buffer_elements >= 0):
+        elements = self.ds_reduce_buffer_elements
+        if elements is not None and not (math.isfinite(elements) and elements >= 0):
             raise ValueError(
                 f"ds_reduce_buffer_elements must be a finite count ≥ 0, got {self.ds_reduce_buffer_elements}"
             )

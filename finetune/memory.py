@@ -1019,13 +1019,26 @@ def fsdp_unsharded_gradient_bytes(model: ModelSpec, job: Job, n_gpus: int) -> fl
     return mixed / model.layers
 
 
-def ds_reduce_buffer_bytes(job: Job) -> float:
-    """DeepSpeed's gradient reduce buffers (`Job.ds_reduce_buffer_elements` in the modules' 16-bit
-    dtype, fp32 ones under autocast): ZeRO-2's, held through backward, and ZeRO-3's IPG buffer,
-    held from the optimizer's setup on (`ds_buffer_held_throughout`); 0 for FSDP and DDP."""
+# DeepSpeed's reduce_bucket_size default (DeepSpeedZeroConfig), which ZeRO-2 configs keep
+DS_REDUCE_BUCKET_SIZE = 5e8
+
+
+def ds_reduce_buffer_bytes(model: ModelSpec, job: Job) -> float:
+    """DeepSpeed's gradient reduce buffers (`ds_reduce_elements` in the modules' 16-bit dtype, fp32
+    ones under autocast): ZeRO-2's, held through backward, and ZeRO-3's IPG buffer, held from the
+    optimizer's setup on (`ds_buffer_held_throughout`); 0 for FSDP and DDP."""
     if job.sharding != "zero2" and not ds_buffer_held_throughout(job):
         return 0.0
-    return _module_bytes(job) * job.ds_reduce_buffer_elements
+    return _module_bytes(job) * ds_reduce_elements(model, job)
+
+
+def ds_reduce_elements(model: ModelSpec, job: Job) -> float:
+    """Elements of DeepSpeed's reduce buffers: as stated (`Job.ds_reduce_buffer_elements`), else
+    the common configs': DeepSpeed's default bucket under ZeRO-2, "auto" under ZeRO-3, which
+    transformers' DeepSpeed integration fills with hidden_size² (`trainer_config_finalize`)."""
+    if job.ds_reduce_buffer_elements is not None:
+        return job.ds_reduce_buffer_elements
+    return float(model.hidden_size**2) if job.sharding == "zero3" else DS_REDUCE_BUCKET_SIZE
 
 
 def ds_buffer_held_throughout(job: Job) -> bool:
@@ -1076,7 +1089,7 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     casts = autocast_cast_bytes(held, job)
     # allocated as backward starts (DeepSpeed's reduce buffers) or kept from the micro-batches
     # before (FSDP1's unsharded gradients), so beside the activations that backward still holds
-    gradient_buffers = ds_reduce_buffer_bytes(job) + fsdp_unsharded_gradient_bytes(held, job, n_gpus)
+    gradient_buffers = ds_reduce_buffer_bytes(held, job) + fsdp_unsharded_gradient_bytes(held, job, n_gpus)
     step_allocated = states.total + acts + logits + casts + gradient_buffers
     temporaries = _optimizer_temporaries(held, job, n_gpus)
     step_grads = 0.0
@@ -1087,7 +1100,7 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
         step_grads = FP32_BYTES * group
         temporaries = max(BF16_BYTES * group, temporaries)
     # ZeRO-3's IPG buffer stays allocated through the optimizer step
-    held_buffer = ds_reduce_buffer_bytes(job) if ds_buffer_held_throughout(job) else 0.0
+    held_buffer = ds_reduce_buffer_bytes(held, job) if ds_buffer_held_throughout(job) else 0.0
     step_grads += held_buffer
     optimizer_allocated = states.total + step_grads + temporaries
     # load: the weights as stored (bitsandbytes quantizes one linear at a time on load: the

@@ -24,6 +24,7 @@ from finetune.memory import (
     deepspeed_live_bytes,
     deepspeed_sub_group_elements,
     ds_reduce_buffer_bytes,
+    ds_reduce_elements,
     model_states,
 )
 from flows.cli import app
@@ -274,7 +275,7 @@ def test_deepspeed_keeps_a_bf16_gradient_partition_and_casts_one_sub_group_to_fp
     sub_group = deepspeed_sub_group_elements(m, n)
     phases = dict(b.phases_gb)
     states = model_states(m, ds, n).total
-    ipg = ds_reduce_buffer_bytes(ds)
+    ipg = ds_reduce_buffer_bytes(m, ds)
     assert phases["optimizer"] * 1e9 == pytest.approx(states + 6.0 * sub_group + ipg + 0.5e9, rel=1e-6)
     assert b.gradients_gb * 1e9 == pytest.approx(
         model_states(m, ds, n).gradients + 4.0 * sub_group + ipg, rel=1e-6
@@ -300,7 +301,7 @@ def test_only_deepspeeds_gpu_step_over_full_bf16_mixed_casts_a_sub_group(change:
     b = memory_per_gpu(m, job, 2)
     states = model_states(m, job, 2)
     # nothing but the states and, under DeepSpeed, its IPG buffer (`ds_reduce_buffer_bytes`)
-    held = ds_reduce_buffer_bytes(job)
+    held = ds_reduce_buffer_bytes(m, job)
     assert dict(b.phases_gb)["optimizer"] * 1e9 == pytest.approx(states.total + held + 0.5e9, rel=1e-6)
 
 
@@ -340,7 +341,7 @@ def test_zero2_step_phase_is_four_bytes_per_param_share_below_the_estimator() ->
     b = memory_per_gpu(m, job, 8)
     assert b.peak_phase == "step"
     # the training step holds the bf16 partition only, and backward's reduce buffers beside it
-    assert b.gradients_gb * 1e9 == pytest.approx(2 * m.params / 8 + ds_reduce_buffer_bytes(job))
+    assert b.gradients_gb * 1e9 == pytest.approx(2 * m.params / 8 + ds_reduce_buffer_bytes(m, job))
 
 
 def test_memory_help_says_which_framework_each_sharding_is() -> None:
@@ -364,9 +365,9 @@ def test_throughput_rows_whose_stack_names_deepspeed_read_as_deepspeed() -> None
 def test_zero2_holds_its_reduce_buffers_through_backward() -> None:
     # DeepSpeed's defaults: one buffer of reduce_bucket_size 5e8 elements, 16-bit: 1 GB
     lora = Job(method="lora", sharding="zero2", seq_len=1024)
-    assert ds_reduce_buffer_bytes(lora) == pytest.approx(1e9)
     # whatever the model's size: the buffers are allocated at reduce_bucket_size, not the model's
     small, large = MODELS["Qwen/Qwen-1_8B"], MODELS["Qwen/Qwen-14B"]
+    assert ds_reduce_buffer_bytes(small, lora) == ds_reduce_buffer_bytes(large, lora) == pytest.approx(1e9)
     for spec in (small, large):
         with_buffers = memory_per_gpu(spec, lora, 1)
         without = memory_per_gpu(spec, replace(lora, ds_reduce_buffer_elements=0), 1)
@@ -378,17 +379,21 @@ def test_zero2_holds_its_reduce_buffers_through_backward() -> None:
         if with_buffers.peak_phase == "step":
             assert with_buffers.gradients_gb - without.gradients_gb == pytest.approx(1.0)
     # Qwen's ds_config_zero2.json: reduce_bucket_size 2e8 with overlap_comm, two buffers
-    assert ds_reduce_buffer_bytes(replace(lora, ds_reduce_buffer_elements=2 * 2e8)) == pytest.approx(0.8e9)
+    assert ds_reduce_buffer_bytes(small, replace(lora, ds_reduce_buffer_elements=2 * 2e8)) == pytest.approx(
+        0.8e9
+    )
     # fp32 modules under autocast reduce in fp32
     autocast = Job(method="full", sharding="zero2", mixed_precision="autocast")
-    assert ds_reduce_buffer_bytes(autocast) == pytest.approx(2e9)
+    assert ds_reduce_buffer_bytes(small, autocast) == pytest.approx(2e9)
 
 
 def test_zero3_under_deepspeed_holds_its_ipg_buffer_from_the_optimizers_setup_on() -> None:
     # stage3.py allocates one buffer of reduce_bucket_size elements at optimizer setup and keeps it
-    job = Job(method="full", sharding="zero3", zero3_impl="deepspeed", seq_len=1024)
-    assert ds_reduce_buffer_bytes(job) == pytest.approx(1e9)  # DeepSpeed's default 5e8, bf16
     spec = MODELS["Qwen/Qwen-7B"]
+    job = Job(
+        method="full", sharding="zero3", zero3_impl="deepspeed", seq_len=1024, ds_reduce_buffer_elements=5e8
+    )
+    assert ds_reduce_buffer_bytes(spec, job) == pytest.approx(1e9)  # DeepSpeed's default bucket, bf16
     with_buffer = memory_per_gpu(spec, job, 8)
     without = memory_per_gpu(spec, replace(job, ds_reduce_buffer_elements=0), 8)
     phases, phases_without = dict(with_buffer.phases_gb), dict(without.phases_gb)
@@ -397,11 +402,20 @@ def test_zero3_under_deepspeed_holds_its_ipg_buffer_from_the_optimizers_setup_on
     assert phases["optimizer"] - phases_without["optimizer"] == pytest.approx(1.0)
     assert phases["load"] == pytest.approx(phases_without["load"])
     assert with_buffer.gradients_gb - without.gradients_gb == pytest.approx(1.0)
-    # a config's "auto" is hidden_size²: 4096² bf16 elements for Qwen-7B, 34 MB
-    auto = replace(job, ds_reduce_buffer_elements=float(spec.hidden_size**2))
-    assert ds_reduce_buffer_bytes(auto) == pytest.approx(2 * 4096**2)
     # with CPU offload the buffer is still on the GPU
-    assert ds_reduce_buffer_bytes(replace(job, offload=True)) == pytest.approx(1e9)
+    assert ds_reduce_buffer_bytes(spec, replace(job, offload=True)) == pytest.approx(1e9)
+
+
+def test_unstated_buckets_are_the_common_configs() -> None:
+    spec = MODELS["Qwen/Qwen-7B"]
+    # ZeRO-3 configs say "auto" (Qwen, axolotl, LLaMA-Factory): hidden_size², 4096² bf16, 34 MB
+    zero3 = Job(method="full", sharding="zero3", zero3_impl="deepspeed")
+    assert ds_reduce_elements(spec, zero3) == 4096**2
+    assert ds_reduce_buffer_bytes(spec, zero3) == pytest.approx(2 * 4096**2)
+    # ZeRO-2 configs keep DeepSpeed's default bucket (LLaMA-Factory's ds_z2_config.json: 5e8)
+    assert ds_reduce_elements(spec, Job(method="lora", sharding="zero2")) == 5e8
+    # a stated count wins under either stage
+    assert ds_reduce_elements(spec, replace(zero3, ds_reduce_buffer_elements=2e8)) == 2e8
 
 
 def test_qwens_zero3_row_reads_its_auto_bucket(shared_dir) -> None:
@@ -414,14 +428,14 @@ def test_qwens_zero3_row_reads_its_auto_bucket(shared_dir) -> None:
         case = row_to_case(row, MODELS)
         assert case.job is not None, case.skip_reason
         hidden = MODELS["Qwen/Qwen-1_8B"].hidden_size
-        assert case.job.ds_reduce_buffer_elements == pytest.approx(hidden**2)
+        assert ds_reduce_elements(MODELS["Qwen/Qwen-1_8B"], case.job) == pytest.approx(hidden**2)
 
 
 @pytest.mark.parametrize("sharding", ["none", "zero3", "hybrid"])
 def test_only_zero2_has_stage_2_reduce_buffers(sharding: str) -> None:
     job = Job(method="lora", sharding=sharding)  # type: ignore[arg-type]
-    assert ds_reduce_buffer_bytes(job) == 0.0
     spec = MODELS["Qwen/Qwen-1_8B"]
+    assert ds_reduce_buffer_bytes(spec, job) == 0.0
     assert memory_per_gpu(spec, job, 8) == memory_per_gpu(spec, replace(job, ds_reduce_buffer_elements=0), 8)
 
 
