@@ -410,7 +410,7 @@ class StatedHardware:
     interconnect: Interconnect | None = None  # None: NVLink on SXM/OAM boards, else PCIe
     inter_node_gbits_per_s: float = DEFAULT_INTER_NODE_GBITS_PER_S
     price_usd_per_gpu_hour: float | None = None
-    sharding: Sharding | None = None  # None: the lightest that fits
+    sharding: Sharding | None = None  # None: the fastest that fits (finetune.placement)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ No DuckDB, no I/O: `warehouse/` builds its marts from these functions and reads 
 * `tensor_parallel`: what one GPU of a tensor-parallel group (with sequence parallelism) holds
   and computes, and what the group's collectives move;
 * `cost`: billing granularity, minimum charges, spot interruptions;
-* `placement`: fewest nodes and lightest sharding that fit given hardware (or exactly the stated
+* `placement`: fewest nodes and fastest sharding that fit given hardware (or exactly the stated
   nodes, `place_at`), and its time;
 * `offer`: the one translation of an offer or a stated GPU into these inputs, units in the names
   (`intra_node_gbytes_per_s` per direction, `inter_node_gbits_per_s` per node), P2P, the spot

@@ -1,15 +1,20 @@
-"""Where a job goes on given hardware: fewest nodes that fit, lightest sharding, its time (pure).
+"""Where a job goes on given hardware: fewest nodes that fit, fastest sharding, its time (pure).
 
 * A job uses whole instances ("nodes") and every GPU in them: the price is per instance, so an idle
   GPU only makes the run slower for the same money. A fractional offer (a vGPU slice, gpu_count < 1)
   is one node of one GPU with that share of the compute; its `vram_gb` is already the slice.
 * It fits when the per-GPU device total `total_gb` ≤ `usable_vram_gb` = vram_gb × USABLE_VRAM_FRACTION.
-* Chosen: the fewest nodes that fit, and at that node count the lightest sharding that fits
-  (none → zero2 → zero3). At a fixed GPU count compute time is the same for all three and their
-  communication volume grows in that order, and more nodes only add slower inter-node traffic, so
-  this is also the cheapest placement up to billing rounding. DDP (`none`) replicates the whole
-  model, so it is only ever tried on one node. Hybrid sharding (HSDP) is placed only when stated
-  (`place_at(..., sharding="hybrid")`): its memory is ZeRO-3's over one node's GPUs.
+* Chosen: the fewest nodes that fit (more nodes only add slower inter-node traffic), and at that
+  node count, where the price is fixed, the sharding that fits with the shortest estimated time
+  (`plan_job`), the lightest (none → zero2 → zero3) among equals: the cheapest placement up to
+  billing rounding. Lightest is not always fastest: the heavier shardings move more bytes, but
+  ZeRO-2 and ZeRO-3 also shard the optimizer step that DDP runs over every parameter on every GPU
+  (a full fine-tune that fits unsharded on large GPUs updates in 1/N of the time under ZeRO-2),
+  and DeepSpeed's bf16 engine computes LoRA adapters in bf16 where the HF Trainer's DDP keeps
+  PEFT's fp32 ones. One GPU has nothing to shard: there the lightest that fits is what runs. DDP
+  (`none`) replicates the whole model, so it is only ever tried on one node. Hybrid sharding
+  (HSDP) is placed only when stated (`place_at(..., sharding="hybrid")`): its memory is ZeRO-3's
+  over one node's GPUs.
 * A placement that does not fit reports the configuration that came closest (smallest per-GPU need).
 * Multi-node without a fast fabric (< FAST_FABRIC_GBPS, or unknown) is flagged and not priced.
 * A tensor-parallel job (`Job.tensor_parallel` = t) needs nodes of a multiple of t GPUs: its groups
@@ -215,6 +220,9 @@ class Placement:
     # why the job cannot be laid on these nodes at all (tensor-parallel groups that do not divide
     # a node's GPUs); total_gb is then NaN: no memory was computed
     refusal: str | None = None
+    # the heavier shardings that also fit on these nodes (JobMemory.variants indices, lightest
+    # first): `plan_job` times each and keeps the fastest
+    alternatives: tuple[int, ...] = ()
 
 
 def _group_refusal(memory: JobMemory, gpus_per_node: int, nodes: int, usable: float) -> Placement | None:
@@ -226,7 +234,8 @@ def _group_refusal(memory: JobMemory, gpus_per_node: int, nodes: int, usable: fl
 
 
 def place(memory: JobMemory, gpus_per_node: int, vram_gb: float, max_nodes: int) -> Placement:
-    """Fewest nodes that fit, then the lightest sharding at that node count."""
+    """Fewest nodes that fit; at that node count the lightest sharding that fits, and the heavier
+    ones that fit too as `alternatives` (`plan_job` keeps the fastest)."""
     usable = vram_gb * USABLE_VRAM_FRACTION
     refused = _group_refusal(memory, gpus_per_node, 1, usable)
     if refused is not None:
@@ -247,8 +256,15 @@ def place(memory: JobMemory, gpus_per_node: int, vram_gb: float, max_nodes: int)
             closest = (need(limit), limit, variant)
     if best is not None:
         nodes, variant = best
-        total = memory.get(variant, nodes * gpus_per_node).total_gb
-        return Placement(True, variant, nodes, gpus_per_node, total, usable)
+        n = nodes * gpus_per_node
+        total = memory.get(variant, n).total_gb
+        others = tuple(
+            v
+            for v, (sharding, _) in enumerate(memory.variants)
+            if n > 1 and v > variant and sharding in SHARDINGS and (sharding != "none" or nodes == 1)
+            and memory.get(v, n).total_gb <= usable
+        )  # fmt: skip
+        return Placement(True, variant, nodes, gpus_per_node, total, usable, alternatives=others)
     assert closest is not None
     total, nodes, variant = closest
     return Placement(False, variant, nodes, gpus_per_node, total, usable)
@@ -257,7 +273,8 @@ def place(memory: JobMemory, gpus_per_node: int, vram_gb: float, max_nodes: int)
 def place_at(
     memory: JobMemory, gpus_per_node: int, vram_gb: float, nodes: int, sharding: Sharding | None = None
 ) -> Placement:
-    """On exactly `nodes` nodes (stated hardware): `sharding`, or the lightest that fits there.
+    """On exactly `nodes` nodes (stated hardware): `sharding`, or the lightest that fits there with
+    the heavier ones that fit as `alternatives` (`plan_job` keeps the fastest).
 
     DDP (`none`) is only tried on one node, as in `place`; nothing fitting reports `sharding`, or
     the variant with the smallest per-GPU need. On one node this is `place`'s answer.
@@ -286,16 +303,33 @@ def place_at(
     def need(v: int) -> float:
         return memory.get(v, n, gpus_per_node).total_gb
 
-    for variant in allowed:
-        total = need(variant)
-        if total <= usable:
-            return Placement(True, variant, nodes, gpus_per_node, total, usable)
+    fitting = [v for v in allowed if need(v) <= usable]
+    if fitting:
+        # one GPU has nothing to shard: the lightest that fits is what runs
+        variant, *others = fitting if n > 1 else fitting[:1]
+        return Placement(
+            True, variant, nodes, gpus_per_node, need(variant), usable, alternatives=tuple(others)
+        )
     variant = min(allowed, key=need)
     return Placement(False, variant, nodes, gpus_per_node, need(variant), usable)
 
 
 def plan_job(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobMemory) -> Plan:
-    """The placement's time and, if it cannot be priced, why."""
+    """The placement's time and, if it cannot be priced, why; of the shardings that fit
+    (`Placement.alternatives`), the one with the shortest time, the lightest among equals."""
+    plans = [_plan_variant(fjob, hw, placement, memory)]
+    for variant in placement.alternatives:
+        total = memory.get(
+            variant, placement.nodes * placement.gpus_per_node, placement.gpus_per_node
+        ).total_gb
+        other = replace(placement, variant=variant, total_gb=total, alternatives=())
+        plans.append(_plan_variant(fjob, hw, other, memory))
+    timed = [p for p in plans if p.priced and p.estimated_hours is not None]
+    return min(timed, key=lambda p: p.estimated_hours or 0.0) if timed else plans[0]
+
+
+def _plan_variant(fjob: FinetuneJob, hw: Hardware, placement: Placement, memory: JobMemory) -> Plan:
+    """`plan_job` for the placement's own variant."""
     sharding, job = memory.variants[placement.variant]
     nodes, gpn = placement.nodes, placement.gpus_per_node
     n = nodes * gpn

@@ -368,7 +368,7 @@ def estimate(
     sharding: Annotated[
         ShardingChoice | None,
         typer.Option(
-            rich_help_panel=STATED, help="With --gpu: this sharding (default: the lightest that fits)."
+            rich_help_panel=STATED, help="With --gpu: this sharding (default: the fastest that fits)."
         ),
     ] = None,
     inter_node_gbps: Annotated[

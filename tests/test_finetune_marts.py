@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import duckdb
@@ -18,6 +19,7 @@ from finetune import (
     expected_spot_hours,
     memory_per_gpu,
 )
+from finetune.placement import place_at
 from tests.factories import make_offer
 from warehouse.db import connect, load_seeds, migrate
 from warehouse.finetune_marts import (
@@ -156,10 +158,20 @@ def test_qlora_7b_fits_one_l4(con: duckdb.DuckDBPyConnection) -> None:
     assert row["priced"] and row["cost_usd"] > 0
 
 
-def test_lightest_sharding_that_fits_is_chosen(con: duckdb.DuckDBPyConnection) -> None:
+def test_the_fastest_sharding_that_fits_is_chosen(con: duckdb.DuckDBPyConnection) -> None:
     rows = costs(con, [job(LLAMA_8B, method="lora", job_id="lora"), job(LLAMA_8B, method="full")], H100_NODE)
     by_job = {r["job_id"]: r for r in rows}
-    assert by_job["lora"]["sharding"] == "none"  # replicated LoRA fits: no sharding needed
+    # replicated LoRA fits, and so do ZeRO-2 and ZeRO-3: the one with the fewest hours is priced
+    # (DeepSpeed's bf16 engine runs the adapters in bf16, the HF Trainer's DDP in fp32)
+    lora = by_job["lora"]
+    lora_job = [job(LLAMA_8B, method="lora", job_id="lora")]
+    stated = {}
+    for sharding in ("none", "zero2", "zero3"):
+        (row,) = costs(con, lora_job, H100_NODE, max_nodes=1, placer=partial(place_at, sharding=sharding))
+        assert row["fits"] and row["sharding"] == sharding
+        stated[sharding] = row["estimated_hours"]
+    assert lora["sharding"] == min(stated, key=stated.__getitem__)
+    assert lora["estimated_hours"] == pytest.approx(min(stated.values()))
     full = by_job["j"]
     # full 8B: DDP replicas (18 B/param = 145 GB) do not fit; ZeRO-2 over the node does
     assert memory_per_gpu(MODELS[LLAMA_8B], Job(method="full"), 8).total_gb > full["usable_vram_gb"]

@@ -19,7 +19,7 @@ import pytest
 from answers.estimate import StatedHardware, find_gpu, stated_offer
 from finetune import Accelerator, FinetuneJob, Job, ModelSpec
 from finetune.offer import hardware_of
-from finetune.placement import Hardware, MemoryTable, place, plan_job
+from finetune.placement import Hardware, MemoryTable, place_at, plan_job
 from finetune.time import GEMM_EFFICIENCY, GEMM_EFFICIENCY_HALF_RATE, estimate_time, matmul_share
 from warehouse.hardware import HardwareCatalog
 from warehouse.seed_models import load_models
@@ -150,7 +150,9 @@ def test_a_stated_gpu_reaches_the_estimate_with_its_measured_share(name: str, ef
 def _plan_hours(hardware: Hardware, model: ModelSpec = LLAMA_8B, job: Job = FULL) -> float:
     fjob = FinetuneJob("job", model.model_id, job, 100_000_000, 1.0)
     memory = MemoryTable().for_job(model, fjob.job)
-    plan = plan_job(fjob, hardware, place(memory, hardware.gpus_per_node, hardware.vram_gb, 1), memory)
+    # the job's own sharding on one node: this is about the matmul rate, not which sharding wins
+    placed = place_at(memory, hardware.gpus_per_node, hardware.vram_gb, 1, job.sharding)
+    plan = plan_job(fjob, hardware, placed, memory)
     assert plan.estimated_hours is not None, plan.unpriced_reason
     return plan.estimated_hours
 

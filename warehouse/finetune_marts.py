@@ -24,7 +24,7 @@ stated hardware; this module runs it once per distinct hardware and spot band.
 Jobs and models come from `warehouse.seed_models.load_finetune_jobs` / `load_models`, the one parser of
 `seeds/finetune_jobs.csv` and `seeds/llm_models.csv` (the same files `load_seeds` puts in `core.*`).
 
-Placement (`finetune.placement`): fewest nodes that fit, then the lightest sharding; nodes are capped
+Placement (`finetune.placement`): fewest nodes that fit, then the fastest sharding that fits; nodes are capped
 by `max_nodes` (the CLI's --max-nodes) and by MART_MAX_GPUS GPUs in all for the mart.
 
 * Time is `finetune.estimate_time`, a per-step roofline, with the offer's dense bf16 TFLOPS (fp16 on
