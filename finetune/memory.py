@@ -1087,8 +1087,9 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     fragmentation = ALLOCATOR_FRAGMENTATION * (acts + logits)
     context = CUDA_CONTEXT_GB * GB
     casts = autocast_cast_bytes(held, job)
-    # allocated as backward starts (DeepSpeed's reduce buffers) or kept from the micro-batches
-    # before (FSDP1's unsharded gradients), so beside the activations that backward still holds
+    # allocated as backward starts (ZeRO-2's reduce buffers), at the optimizer's setup (ZeRO-3's)
+    # or kept from the micro-batches before (FSDP1's unsharded gradients): beside the activations
+    # that backward still holds
     gradient_buffers = ds_reduce_buffer_bytes(held, job) + fsdp_unsharded_gradient_bytes(held, job, n_gpus)
     step_allocated = states.total + acts + logits + casts + gradient_buffers
     temporaries = _optimizer_temporaries(held, job, n_gpus)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -15,7 +14,7 @@ from finetune import Job
 from finetune.job import knobs_without_effect
 from flows.cli import app
 from flows.job_options import _flag_text, knob_warning
-from flows.output import console
+from tests.test_cli_flags import home  # noqa: F401  (the fixture: a temp GPUCOST_HOME, 200 columns)
 
 runner = CliRunner()
 MODEL = ["--model", "meta-llama/Llama-3.2-1B"]  # seeded: no Hub lookup
@@ -116,15 +115,8 @@ def test_the_flag_is_written_as_typed() -> None:
     assert _flag_text(replace(job, fsdp_no_sync=True), "fsdp_no_sync") == "--fsdp-no-sync"
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("GPUCOST_HOME", str(tmp_path / "data"))
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    monkeypatch.setattr(console, "width", 200)
-    return tmp_path / "data"
-
-
-def test_memory_warns_on_stderr_and_answers_as_without_the_knob(home: Path) -> None:
+@pytest.mark.usefixtures("home")
+def test_memory_warns_on_stderr_and_answers_as_without_the_knob() -> None:
     args = ["memory", *MODEL, "--gpus", "4", "--sharding", "zero3", "--json"]
     warned = runner.invoke(app, [*args, "--ddp-bucket-view"])
     plain = runner.invoke(app, args)
@@ -139,7 +131,8 @@ def test_memory_warns_on_stderr_and_answers_as_without_the_knob(home: Path) -> N
     assert not [line for line in plain.stderr.splitlines() if line.startswith("warning:")]
 
 
-def test_estimate_on_stated_hardware_judges_the_sharding_it_placed(home: Path) -> None:
+@pytest.mark.usefixtures("home")
+def test_estimate_on_stated_hardware_judges_the_sharding_it_placed() -> None:
     stated = ["estimate", *MODEL, "--tokens", "1M", "--gpu", "H100-SXM", "--gpus", "8"]
 
     def warnings(result) -> list[str]:
