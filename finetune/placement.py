@@ -41,13 +41,18 @@ SHARDINGS: tuple[Sharding, ...] = ("none", "zero2", "zero3")
 USABLE_VRAM_FRACTION = 0.95
 
 
+def candidate_shardings(job: Job) -> list[Sharding]:
+    """The shardings a placement may give `job`, lightest first: CPU offload rules out DDP."""
+    return [s for s in SHARDINGS if not (job.offload and s == "none")]
+
+
 class JobMemory:
     """`memory_per_gpu` of one job under each sharding it allows, per GPU count, computed once."""
 
     def __init__(self, model: ModelSpec, job: Job) -> None:
         self.model = model
         self.variants: list[tuple[Sharding, Job]] = [
-            (s, replace(job, sharding=s)) for s in SHARDINGS if not (job.offload and s == "none")
+            (s, replace(job, sharding=s)) for s in candidate_shardings(job)
         ]
         self._cache: dict[tuple[int, int, int | None], MemoryBreakdown] = {}
 

@@ -48,7 +48,7 @@ from answers import AnswerError
 from finetune import FinetuneJob, Job, ModelSpec, Sharding
 from finetune.job import PaddedShape
 from finetune.offer import Interconnect, has_p2p
-from finetune.placement import SHARDINGS
+from finetune.placement import candidate_shardings
 from finetune.tensor_parallel import group_refusal
 from flows.cli_prices import (
     FILTERS,
@@ -80,6 +80,7 @@ from flows.job_options import (
     _usage,
     knob_warning,
     parse_tokens,
+    warn,
     with_job_options,
 )
 from flows.output import console, err
@@ -218,7 +219,7 @@ def memory(
     from answers.estimate import job_memory
 
     ask = memory_ask(job, gpus=gpus, sharding=sharding.value)
-    _warn(ask.knob_warning())
+    warn(ask.knob_warning())
     if as_json:
         _print_json(ask.payload())
         return
@@ -453,21 +454,15 @@ def estimate(
         include_stale=include_stale,
     )
     if ask.hardware is None:
-        _warn(ask.knob_warning())
+        warn(ask.knob_warning())
         _rank(ask, as_json=as_json, bill=bill)
         return
     try:
         answer = ask.on_hardware()
     except AnswerError as exc:
         raise _fail(str(exc)) from None
-    _warn(ask.knob_warning(answer))
+    warn(ask.knob_warning(answer))
     _print_stated(answer, ask.fjob, ask.shape, as_json)
-
-
-def _warn(warning: str | None) -> None:
-    """One warning line on stderr (stdout stays the answer, parseable under --json)."""
-    if warning:
-        err.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
 
 
 @dataclass(frozen=True)
@@ -506,8 +501,7 @@ class EstimateAsk:
         if answer is not None:
             return knob_warning([(answer.job, answer.hardware.nodes * answer.hardware.gpus_per_node)])
         job = self.fjob.job
-        shardings = [s for s in SHARDINGS if not (job.offload and s == "none")]
-        return knob_warning([(replace(job, sharding=s), n) for s in shardings for n in (1, 2)])
+        return knob_warning([(replace(job, sharding=s), n) for s in candidate_shardings(job) for n in (1, 2)])
 
     def on_hardware(self) -> StatedEstimate:
         from answers.estimate import on_hardware

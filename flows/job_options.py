@@ -651,8 +651,7 @@ class JobOptions:
         longer than the model's context length (max_position_embeddings) is warned of in one line."""
         spec = _model(self.model, self.config)
         warning = self.context_warning(spec)
-        if warning:
-            err.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
+        warn(warning)
         return spec
 
     def context_warning(self, spec: ModelSpec) -> str | None:
@@ -691,6 +690,12 @@ class JobOptions:
             except ValueError as exc:
                 raise _fail(str(exc)) from None
         return job, shape
+
+
+def warn(warning: str | None) -> None:
+    """One `warning:` line on stderr, if any (stdout stays the answer, parseable under --json)."""
+    if warning:
+        err.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
 
 
 def knob_warning(placements: Iterable[tuple[Job, int]]) -> str | None:

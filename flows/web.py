@@ -337,7 +337,6 @@ def ask_estimate(values: dict[str, Any], budget: Budget, books: OfferBooks | Non
         "method": ask.fjob.job.method,
         "train_tokens": ask.fjob.train_tokens,
         "experiment": cli_finetune.experiment_text(ask.fjob),
-        "warning": _warnings(job.context_warning(spec), ask.knob_warning()),
         "bill_items": list(BILL_ITEMS),
     }
     if ask.hardware is not None:
@@ -351,6 +350,7 @@ def ask_estimate(values: dict[str, Any], budget: Budget, books: OfferBooks | Non
         return {**head, "kind": "stated", "notice": None, "stated": cli_finetune.stated_payload(
             answer, ask.fjob, ask.shape
         )}  # fmt: skip
+    head["warning"] = _warnings(job.context_warning(spec), ask.knob_warning())
     book, banner = None, None
     if books is not None:
         try:

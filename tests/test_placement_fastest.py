@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from finetune import FinetuneJob, Job
-from finetune.placement import Hardware, JobMemory, place, place_at, plan_job
+from finetune.placement import Hardware, JobMemory, candidate_shardings, place, place_at, plan_job
 from tests.test_finetune_marts import H100_NODE, MODELS, costs
 from warehouse.db import connect
 
@@ -106,3 +106,11 @@ def test_ddp_is_never_an_alternative_across_nodes() -> None:
     placed = place(memory, 8, 80.0, 4)
     assert placed.fits and placed.nodes > 1
     assert all(memory.variants[v][0] != "none" for v in (placed.variant, *placed.alternatives))
+
+
+def test_the_candidate_shardings_are_those_the_memory_table_holds() -> None:
+    # one list for the placement and for the ranking's knob warning: offload rules out DDP
+    assert candidate_shardings(Job()) == ["none", "zero2", "zero3"]
+    offload = Job(method="full", sharding="zero3", offload=True)
+    assert candidate_shardings(offload) == ["zero2", "zero3"]
+    assert [s for s, _ in JobMemory(LLAMA_8B, offload).variants] == candidate_shardings(offload)
