@@ -46,6 +46,13 @@ back: first build 8.39 → 14.73 s (1.76×: up to three `estimate_time` per plan
 next refresh 0.75 → 0.71 s (plans are kept), estimate 0.109 → 0.123 s, one job 0.019 → 0.017 s,
 peak RSS 466 → 474 MB.
 
+2026-12-08, the time model's compute terms kept per (job, GPU) and `memory_per_gpu` per (model,
+job, GPUs) (`functools.lru_cache`: a job's terms on one GPU model do not depend on how many GPUs
+there are or how they are linked), `--sizes 10000 --before none` on the commit before and on this
+one, back to back (409 distinct hardware): first build 17.53 → 9.42 s (1.86×), next refresh
+1.16 → 1.03 s, estimate 0.210 → 0.132 s, peak RSS 479 → 491 MB; `plans_frame` over the replay
+warehouse's 205 machines × 426 jobs 13.54 → 5.86 s, its 87,330 plans bit for bit the same.
+
 Usage: `uv run python benchmarks/scale.py [--sizes 1000,10000,50000] [--before REV|none]
 [--workdir DIR]`. Warehouses go under --workdir (default: a temporary folder, removed at the end).
 """

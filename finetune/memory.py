@@ -27,6 +27,7 @@ adds the CUDA context (what nvidia-smi shows). Fit decisions use `total_gb`, the
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from finetune.architecture import (
@@ -1064,9 +1065,13 @@ def _optimizer_temporaries(model: ModelSpec, job: Job, n_gpus: int) -> float:
     return FOREACH_TEMPORARIES * v / shard
 
 
+@lru_cache(maxsize=8192)
 def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdown:
     """Peak memory per GPU in GB for `job` on `n_gpus`: data-parallel (sharded per job.sharding)
-    over its tensor-parallel groups of `job.tensor_parallel` GPUs."""
+    over its tensor-parallel groups of `job.tensor_parallel` GPUs.
+
+    Kept per (model, job, GPUs): a refresh asks it of one job on every machine of each GPU count
+    (placement, and the time model's paged optimizer), and everything it reads is frozen."""
     if n_gpus < 1:
         raise ValueError(f"n_gpus must be ≥ 1, got {n_gpus}")
     require_data_parallel(job)

@@ -81,6 +81,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from finetune.architecture import (
     ModelSpec,
@@ -1153,6 +1154,73 @@ def step_time(
         model, job = rank_model(model, tp), replace(job, tensor_parallel=1)
         n_gpus //= tp
         gpus_per_node = None if gpus_per_node is None else gpus_per_node // tp
+    compute = _compute_terms(model, job, gpu, sequence_split)
+
+    node_gpus = n_gpus if gpus_per_node is None else min(n_gpus, gpus_per_node)
+    # hybrid shards inside the node only
+    shard_group = node_gpus if job.sharding == "hybrid" else n_gpus
+    # a hybrid job's optimizer state is sharded like ZeRO-3 over the node's GPUs
+    opt_job, opt_gpus = (
+        (replace(job, sharding="zero3"), shard_group) if job.sharding == "hybrid" else (job, n_gpus)
+    )
+    optimizer_s = (
+        _optimizer_step_seconds(model, opt_job, gpu, opt_gpus, gpus_per_node) / job.grad_accumulation
+    )
+    offload_copy_s = _offload_param_copy_seconds(model, job, gpu, n_gpus)
+
+    comm_bytes = _comm_bytes_per_micro_step(model, job, shard_group)
+    network_s = 0.0
+    network_bytes = _network_bytes_per_micro_step(model, job, n_gpus, node_gpus)
+    if network_bytes:
+        network_s = (
+            network_bytes / (network_bytes_per_s * COMM_EFFICIENCY) if network_bytes_per_s else math.inf
+        )
+    exposed_comm_s = 0.0
+    if comm_bytes == 0:
+        comm_s = 0.0
+    elif link_bytes_per_s is None or link_bytes_per_s <= 0:
+        comm_s = math.inf
+    else:
+        link = link_bytes_per_s * COMM_EFFICIENCY
+        comm_s = comm_bytes / link
+        if job.sharding in ("zero3", "hybrid") and overlapped:
+            exposed_comm_s = _exposed_unit_bytes(model, job, shard_group) / link
+    # the offloaded shards' host-to-GPU copies run on FSDP's pre-unshard stream, which each unit's
+    # all-gather waits for: they queue with the communication, not with the compute
+    comm_s += offload_copy_s
+    return StepTime(
+        compute.matmul_s,
+        compute.attention_s,
+        compute.elementwise_s,
+        compute.dequant_s,
+        compute.dispatch_s,
+        optimizer_s,
+        comm_s,
+        overlapped,
+        loss_s=compute.loss_s,
+        exposed_comm_s=exposed_comm_s,
+        network_s=network_s,
+        tensor_parallel_s=tensor_parallel_s,
+    )
+
+
+@dataclass(frozen=True)
+class _ComputeTerms:
+    """Seconds of one micro-step's compute on one GPU, by term (`StepTime`'s fields of that name)."""
+
+    matmul_s: float
+    attention_s: float
+    elementwise_s: float
+    dequant_s: float
+    dispatch_s: float
+    loss_s: float
+
+
+@lru_cache(maxsize=4096)
+def _compute_terms(model: ModelSpec, job: Job, gpu: Accelerator, sequence_split: int) -> _ComputeTerms:
+    """`step_time`'s compute terms: they depend on the job and the GPU, never on how many GPUs
+    share it or how they are linked, so one job on the many machines of one GPU model (a refresh
+    plans every job on every distinct offer hardware) computes them once."""
     tokens = job.seq_len * job.micro_batch
     peak = gpu.tflops * 1e12
     bw = gpu.bandwidth_bytes_per_s * STREAM_EFFICIENCY
@@ -1239,52 +1307,7 @@ def step_time(
         dispatch_s = ops_fwd * (fwd_passes + BACKWARD_OPS_RATIO) * DISPATCH_SECONDS_PER_OP
     dispatch_s += dequant_ops * (LAUNCH_SECONDS_PER_KERNEL if job.compiled else DISPATCH_SECONDS_PER_OP)
 
-    node_gpus = n_gpus if gpus_per_node is None else min(n_gpus, gpus_per_node)
-    # hybrid shards inside the node only
-    shard_group = node_gpus if job.sharding == "hybrid" else n_gpus
-    # a hybrid job's optimizer state is sharded like ZeRO-3 over the node's GPUs
-    opt_job, opt_gpus = (
-        (replace(job, sharding="zero3"), shard_group) if job.sharding == "hybrid" else (job, n_gpus)
-    )
-    optimizer_s = (
-        _optimizer_step_seconds(model, opt_job, gpu, opt_gpus, gpus_per_node) / job.grad_accumulation
-    )
-    offload_copy_s = _offload_param_copy_seconds(model, job, gpu, n_gpus)
-
-    comm_bytes = _comm_bytes_per_micro_step(model, job, shard_group)
-    network_s = 0.0
-    network_bytes = _network_bytes_per_micro_step(model, job, n_gpus, node_gpus)
-    if network_bytes:
-        network_s = (
-            network_bytes / (network_bytes_per_s * COMM_EFFICIENCY) if network_bytes_per_s else math.inf
-        )
-    exposed_comm_s = 0.0
-    if comm_bytes == 0:
-        comm_s = 0.0
-    elif link_bytes_per_s is None or link_bytes_per_s <= 0:
-        comm_s = math.inf
-    else:
-        link = link_bytes_per_s * COMM_EFFICIENCY
-        comm_s = comm_bytes / link
-        if job.sharding in ("zero3", "hybrid") and overlapped:
-            exposed_comm_s = _exposed_unit_bytes(model, job, shard_group) / link
-    # the offloaded shards' host-to-GPU copies run on FSDP's pre-unshard stream, which each unit's
-    # all-gather waits for: they queue with the communication, not with the compute
-    comm_s += offload_copy_s
-    return StepTime(
-        matmul_s,
-        attention_s,
-        elementwise_s,
-        dequant_s,
-        dispatch_s,
-        optimizer_s,
-        comm_s,
-        overlapped,
-        loss_s=loss_s,
-        exposed_comm_s=exposed_comm_s,
-        network_s=network_s,
-        tensor_parallel_s=tensor_parallel_s,
-    )
+    return _ComputeTerms(matmul_s, attention_s, elementwise_s, dequant_s, dispatch_s, loss_s)
 
 
 def _offload_param_copy_seconds(model: ModelSpec, job: Job, gpu: Accelerator, n_gpus: int) -> float:

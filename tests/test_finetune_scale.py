@@ -543,3 +543,48 @@ def test_fewest_nodes_tries_one_gpu_first_then_bisects_where_need_only_falls() -
     assert _fewest_nodes(falling, usable=12.0, max_nodes=5) == 4
     assert _fewest_nodes(falling, usable=8.0, max_nodes=5) is None
     assert _fewest_nodes(falling, usable=30.0, max_nodes=1) is None
+
+
+# -- what a refresh computes once per job and GPU model -----------------------------------------
+
+
+def test_one_job_on_every_size_and_link_of_one_gpu_computes_its_compute_terms_once() -> None:
+    """The compute terms of a step depend on the job and the GPU, not on how many share it or
+    how they are linked: 1, 2, 4 and 8 H100s over NVLink or PCIe reuse one computation, and
+    each StepTime carries exactly the terms an uncached computation gives."""
+    from finetune.time import Accelerator, _compute_terms, step_time
+
+    model = MODELS["meta-llama/Llama-3.1-8B"]
+    job = Job(method="lora", sharding="zero2")
+    # a GPU no other test builds, so the cache holds nothing of it yet
+    gpu = Accelerator(tflops=987.0, memory_bandwidth_gbps=3345.0, architecture="Hopper", sm_count=131)
+    before = _compute_terms.cache_info()
+    steps = [step_time(model, job, gpu, n, link, True, 8) for n in (1, 2, 4, 8) for link in (450e9, 32e9)]
+    after = _compute_terms.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 7)
+    fresh = _compute_terms.__wrapped__(model, job, gpu, 1)
+    for step in steps:
+        got = (step.matmul_s, step.attention_s, step.elementwise_s, step.dequant_s, step.dispatch_s)
+        assert got == (
+            fresh.matmul_s,
+            fresh.attention_s,
+            fresh.elementwise_s,
+            fresh.dequant_s,
+            fresh.dispatch_s,
+        )
+        assert step.loss_s == fresh.loss_s
+    # what does depend on the GPU count still moves: ZeRO-2's optimizer step is 1/N of the update
+    assert steps[0].optimizer_s > steps[2].optimizer_s > steps[4].optimizer_s > steps[6].optimizer_s
+
+
+def test_kept_memory_breakdowns_are_the_ones_computed_afresh() -> None:
+    """memory_per_gpu is kept per (model, job, GPUs): a second ask returns what the first
+    computed, equal to an uncached computation, and another GPU count is another entry."""
+    from finetune.memory import memory_per_gpu
+
+    model = MODELS["meta-llama/Llama-3.1-8B"]
+    job = Job(method="full", sharding="zero3", seq_len=3001)  # a length no other test asks for
+    first = memory_per_gpu(model, job, 4)
+    assert memory_per_gpu(model, job, 4) is first
+    assert first == memory_per_gpu.__wrapped__(model, job, 4)
+    assert memory_per_gpu(model, job, 8) == memory_per_gpu.__wrapped__(model, job, 8) != first
