@@ -359,6 +359,12 @@ class Job:
         )
 
     @property
+    def runs_deepspeed(self) -> bool:
+        """Whether DeepSpeed shards the job: ZeRO-2 always (this model's zero2 is DeepSpeed's),
+        ZeRO-3 under `zero3_impl` deepspeed; FSDP runs the other ZeRO-3 and hybrid jobs, DDP none."""
+        return self.sharding == "zero2" or (self.sharding == "zero3" and self.zero3_impl == "deepspeed")
+
+    @property
     def mixes_fsdp_units(self) -> bool:
         """Whether FSDP1 holds LoRA adapters and frozen weights in one FlatParameter
         (`lora_in_fsdp_units`) under ZeRO-3/HSDP: only FSDP's flat units mix (DeepSpeed partitions
@@ -434,6 +440,13 @@ def knobs_without_effect(job: Job, n_gpus: int) -> list[tuple[str, str]]:
         found.append(("ddp_bucket_view", _ddp_bucket_view_idle(job, n_gpus)))
     if job.fsdp_no_sync and not (job.accumulates_unsharded and n_gpus > 1):
         found.append(("fsdp_no_sync", _no_sync_idle(job, n_gpus)))
+    if job.ds_reduce_buffer_elements is not None and not job.runs_deepspeed:
+        found.append(
+            (
+                "ds_reduce_buffer_elements",
+                "it sizes DeepSpeed's reduce buffer (sharding zero2, or zero3 with --zero3-impl deepspeed)",
+            )
+        )
     if job.lora_in_fsdp_units and not job.mixes_fsdp_units:
         found.append(
             ("lora_in_fsdp_units", "only FSDP's flat units mix parameters (sharding zero3 or hybrid, FSDP)")

@@ -1028,7 +1028,7 @@ def ds_reduce_buffer_bytes(model: ModelSpec, job: Job) -> float:
     """DeepSpeed's gradient reduce buffers (`ds_reduce_elements` in the modules' 16-bit dtype, fp32
     ones under autocast): ZeRO-2's, held through backward, and ZeRO-3's IPG buffer, held from the
     optimizer's setup on (`ds_buffer_held_throughout`); 0 for FSDP and DDP."""
-    if job.sharding != "zero2" and not ds_buffer_held_throughout(job):
+    if not job.runs_deepspeed:
         return 0.0
     return _module_bytes(job) * ds_reduce_elements(model, job)
 

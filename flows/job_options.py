@@ -521,6 +521,15 @@ FsdpNoSyncOpt = Annotated[
         "per step. Off: FSDP2 (torchtune, torchtitan), reduce-scattering every micro-batch.",
     ),
 ]
+DsReduceBufferOpt = Annotated[
+    float | None,
+    typer.Option(
+        min=0.0,
+        help="DeepSpeed's gradient reduce buffer in elements (zero2; zero3 with --zero3-impl "
+        "deepspeed): the config's reduce_bucket_size, twice it under ZeRO-2 with overlap_comm. "
+        "Default: 5e8 under zero2 (DeepSpeed's own), hidden_size² under zero3 (a config's \"auto\").",
+    ),
+]
 DdpBucketViewOpt = Annotated[
     bool,
     typer.Option(
@@ -621,6 +630,7 @@ class JobOptions:
     lora_head: bool = False
     ddp_bucket_view: bool = False
     fsdp_no_sync: bool = False
+    ds_reduce_buffer_elements: float | None = None
     # --- modeltime (issue 23) ---
     kernels: str = "plain"
     lora_in_fsdp_units: bool = False
@@ -762,6 +772,7 @@ JOB_OPTIONS: dict[str, tuple[Any, Any]] = {
     "lora_head": (LoraHeadOpt, False),
     "ddp_bucket_view": (DdpBucketViewOpt, False),
     "fsdp_no_sync": (FsdpNoSyncOpt, False),
+    "ds_reduce_buffer_elements": (DsReduceBufferOpt, None),
     # --- modeltime (issue 23) ---
     "kernels": (KernelsOpt, DEFAULT_KERNELS),
     "lora_in_fsdp_units": (LoraInFsdpUnitsOpt, False),

@@ -57,6 +57,10 @@ def test_defaults_set_nothing_to_warn_of() -> None:
         ),
         (replace(LORA, sharding="zero3", grad_accumulation=4, fsdp_no_sync=True), 1, "fsdp_no_sync"),
         (replace(LORA, sharding="none", lora_in_fsdp_units=True), 8, "lora_in_fsdp_units"),
+        # DeepSpeed's reduce buffer: DDP and FSDP have none
+        (replace(LORA, ds_reduce_buffer_elements=2e8), 8, "ds_reduce_buffer_elements"),
+        (replace(LORA, sharding="zero3", ds_reduce_buffer_elements=2e8), 8, "ds_reduce_buffer_elements"),
+        (replace(LORA, sharding="hybrid", ds_reduce_buffer_elements=0), 16, "ds_reduce_buffer_elements"),
         (
             replace(LORA, sharding="zero3", zero3_impl="deepspeed", lora_in_fsdp_units=True),
             8,
@@ -86,6 +90,8 @@ def test_a_knob_that_changes_nothing_is_named_with_why(job: Job, n_gpus: int, na
         (replace(LORA, sharding="hybrid", grad_accumulation=4, fsdp_no_sync=True), 16),
         (replace(LORA, sharding="zero3", offload=True, grad_accumulation=4, fsdp_no_sync=True), 8),
         (replace(LORA, sharding="zero3", lora_in_fsdp_units=True), 1),  # NO_SHARD keeps the whole gradient
+        (replace(LORA, sharding="zero2", ds_reduce_buffer_elements=2e8), 1),  # DeepSpeed on one GPU too
+        (replace(LORA, sharding="zero3", zero3_impl="deepspeed", ds_reduce_buffer_elements=0), 8),
     ],
 )
 def test_a_knob_that_counts_is_not_named(job: Job, n_gpus: int) -> None:
@@ -156,3 +162,30 @@ def test_estimate_on_stated_hardware_judges_the_sharding_it_placed() -> None:
     )
     assert result.exit_code == 0, result.output
     assert "warning: --fsdp-no-sync changes nothing here: no_sync is FSDP1's" in result.stderr
+
+
+@pytest.mark.usefixtures("home")
+def test_the_deepspeed_reduce_buffer_is_stated_in_elements_and_moves_the_gradient_buffers() -> None:
+    """`--ds-reduce-buffer-elements`: a config's reduce_bucket_size in place of the defaults
+    (5e8 under ZeRO-2), priced in the modules' bf16 (2 bytes an element) while backward runs;
+    under FSDP it is said to change nothing."""
+    args = ["memory", *MODEL, "--gpus", "4", "--seq-len", "8192", "--json"]
+
+    def gradients_gb(*extra: str) -> float:
+        result = runner.invoke(app, [*args, *extra])
+        assert result.exit_code == 0, result.output
+        assert "warning:" not in result.stderr
+        return json.loads(result.stdout)["memory_gb"]["gradients_gb"]
+
+    default = gradients_gb("--sharding", "zero2")
+    stated = gradients_gb("--sharding", "zero2", "--ds-reduce-buffer-elements", "2e8")
+    none = gradients_gb("--sharding", "zero2", "--ds-reduce-buffer-elements", "0")
+    assert default - none == pytest.approx(5e8 * 2 / 1e9, abs=0.01)  # DeepSpeed's own 5e8 bucket
+    assert stated - none == pytest.approx(2e8 * 2 / 1e9, abs=0.01)
+    fsdp = runner.invoke(app, [*args, "--sharding", "zero3", "--ds-reduce-buffer-elements", "2e8"])
+    assert fsdp.exit_code == 0, fsdp.output
+    assert (
+        "warning: --ds-reduce-buffer-elements 2e+08 changes nothing here: it sizes DeepSpeed's" in fsdp.stderr
+    )
+    negative = runner.invoke(app, [*args, "--sharding", "zero2", "--ds-reduce-buffer-elements", "-1"])
+    assert negative.exit_code == 2 and "--ds-reduce-buffer-elements" in negative.output

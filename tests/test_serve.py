@@ -164,6 +164,26 @@ def test_memory_answers_what_gpucost_memory_json_prints(client):
     assert body == printed
 
 
+def test_the_deepspeed_reduce_buffer_is_a_field_of_the_api_as_of_the_cli(client):
+    fields = {"model": "Qwen2.5-7B", "gpus": "4", "sharding": "zero2", "ds_reduce_buffer_elements": "4e8"}
+    body = client.get("/api/memory", params=fields).json()
+    printed = cli_json(
+        "memory",
+        "--model",
+        "Qwen2.5-7B",
+        "--gpus",
+        "4",
+        "--sharding",
+        "zero2",
+        "--ds-reduce-buffer-elements",
+        "4e8",
+    )
+    assert body.pop("warning") is None
+    assert body == printed and body["job"]["ds_reduce_buffer_elements"] == 4e8
+    refused = client.get("/api/memory", params={**fields, "ds_reduce_buffer_elements": "-1"})
+    assert refused.status_code == 422 and "ds_reduce_buffer_elements" in refused.text
+
+
 def test_a_pasted_config_answers_as_the_same_config_json_given_to_the_cli(client, tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps(TINY_CONFIG), encoding="utf-8")
