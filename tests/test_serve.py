@@ -66,6 +66,13 @@ def cli_json(*args: str) -> Any:
     return json.loads(result.stdout)
 
 
+def cli_json_of(command: str, fields: dict[str, str]) -> Any:
+    """`gpucost command --json` given the API's query `fields` as flags (price_per_gpu_hour is
+    --price-per-gpu-hour)."""
+    flags = [part for name, value in fields.items() for part in ("--" + name.replace("_", "-"), value)]
+    return cli_json(command, *flags)
+
+
 def same_rows(api: list[dict[str, Any]], printed: list[dict[str, Any]]) -> None:
     """Equal, but for the age of each price, which moves between the two asks."""
     assert len(api) == len(printed) > 0
@@ -140,26 +147,14 @@ def test_a_job_nothing_can_hold_is_an_answer_that_says_why(client):
 def test_estimate_on_stated_hardware_answers_what_the_cli_prints(client):
     fields = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "gpus": "8", "price_per_gpu_hour": "2.5"}
     body = client.get("/api/estimate", params=fields).json()
-    printed = cli_json(
-        "estimate",
-        "--model",
-        "Llama-3.1-8B",
-        "--gpu",
-        "H100-SXM",
-        "--gpus",
-        "8",
-        "--price-per-gpu-hour",
-        "2.5",
-    )
+    printed = cli_json_of("estimate", fields)
     assert body["kind"] == "stated" and body["stated"] == printed
 
 
 def test_memory_answers_what_gpucost_memory_json_prints(client):
     fields = {"model": "Qwen2.5-7B", "method": "full", "gpus": "8", "sharding": "zero3"}
     body = client.get("/api/memory", params=fields).json()
-    printed = cli_json(
-        "memory", "--model", "Qwen2.5-7B", "--method", "full", "--gpus", "8", "--sharding", "zero3"
-    )
+    printed = cli_json_of("memory", fields)
     assert body.pop("warning") is None
     assert body == printed
 
@@ -167,17 +162,7 @@ def test_memory_answers_what_gpucost_memory_json_prints(client):
 def test_the_deepspeed_reduce_buffer_is_a_field_of_the_api_as_of_the_cli(client):
     fields = {"model": "Qwen2.5-7B", "gpus": "4", "sharding": "zero2", "ds_reduce_buffer_elements": "4e8"}
     body = client.get("/api/memory", params=fields).json()
-    printed = cli_json(
-        "memory",
-        "--model",
-        "Qwen2.5-7B",
-        "--gpus",
-        "4",
-        "--sharding",
-        "zero2",
-        "--ds-reduce-buffer-elements",
-        "4e8",
-    )
+    printed = cli_json_of("memory", fields)
     assert body.pop("warning") is None
     assert body == printed and body["job"]["ds_reduce_buffer_elements"] == 4e8
     refused = client.get("/api/memory", params={**fields, "ds_reduce_buffer_elements": "-1"})
