@@ -728,7 +728,10 @@ def _flag_text(job: Job, name: str) -> str:
     value, flag = getattr(job, name), "--" + name.replace("_", "-")
     if isinstance(value, bool):
         return flag if value else "--no-" + flag.removeprefix("--")
-    return f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
+    if isinstance(value, float):
+        # 2e8 as typed, not %g's 2e+08
+        return f"{flag} " + re.sub(r"e\+?0*(\d)", r"e\1", f"{value:g}")
+    return f"{flag} {value}"
 
 
 # JobOptions fields that are not Job fields: what the model is, and the shape _shape derives

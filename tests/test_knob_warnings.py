@@ -119,6 +119,17 @@ def test_the_flag_is_written_as_typed() -> None:
     assert _flag_text(job, "sequence_parallel") == "--no-sequence-parallel"
     assert _flag_text(job, "quant") == "--quant gptq"
     assert _flag_text(replace(job, fsdp_no_sync=True), "fsdp_no_sync") == "--fsdp-no-sync"
+    # a count in exponent form reads as typed: 2e8, 1.5e10, 3e-05 keeps its sign
+    assert _flag_text(replace(job, ds_reduce_buffer_elements=2e8), "ds_reduce_buffer_elements") == (
+        "--ds-reduce-buffer-elements 2e8"
+    )
+    assert _flag_text(replace(job, ds_reduce_buffer_elements=1.5e10), "ds_reduce_buffer_elements").endswith(
+        " 1.5e10"
+    )
+    assert _flag_text(replace(job, ds_reduce_buffer_elements=123456.0), "ds_reduce_buffer_elements").endswith(
+        " 123456"
+    )
+    assert _flag_text(replace(job, lora_dropout=3e-5), "lora_dropout") == "--lora-dropout 3e-05"
 
 
 @pytest.mark.usefixtures("home")
@@ -185,7 +196,7 @@ def test_the_deepspeed_reduce_buffer_is_stated_in_elements_and_moves_the_gradien
     fsdp = runner.invoke(app, [*args, "--sharding", "zero3", "--ds-reduce-buffer-elements", "2e8"])
     assert fsdp.exit_code == 0, fsdp.output
     assert (
-        "warning: --ds-reduce-buffer-elements 2e+08 changes nothing here: it sizes DeepSpeed's" in fsdp.stderr
+        "warning: --ds-reduce-buffer-elements 2e8 changes nothing here: it sizes DeepSpeed's" in fsdp.stderr
     )
     negative = runner.invoke(app, [*args, "--sharding", "zero2", "--ds-reduce-buffer-elements", "-1"])
     assert negative.exit_code == 2 and "--ds-reduce-buffer-elements" in negative.output
