@@ -1045,7 +1045,7 @@ def ds_reduce_elements(model: ModelSpec, job: Job) -> float:
 def ds_buffer_held_throughout(job: Job) -> bool:
     """Whether DeepSpeed's reduce buffer outlives the backward pass: ZeRO-3 allocates its IPG
     buffer once, when it sets up the optimizer, so it sits in the optimizer step's peak too."""
-    return job.sharding == "zero3" and job.zero3_impl == "deepspeed"
+    return job.runs_deepspeed and job.sharding == "zero3"
 
 
 def _optimizer_temporaries(model: ModelSpec, job: Job, n_gpus: int) -> float:
@@ -1095,7 +1095,8 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
     # allocated as backward starts (ZeRO-2's reduce buffers), at the optimizer's setup (ZeRO-3's)
     # or kept from the micro-batches before (FSDP1's unsharded gradients): beside the activations
     # that backward still holds
-    gradient_buffers = ds_reduce_buffer_bytes(held, job) + fsdp_unsharded_gradient_bytes(held, job, n_gpus)
+    ds_buffer = ds_reduce_buffer_bytes(held, job)
+    gradient_buffers = ds_buffer + fsdp_unsharded_gradient_bytes(held, job, n_gpus)
     step_allocated = states.total + acts + logits + casts + gradient_buffers
     temporaries = _optimizer_temporaries(held, job, n_gpus)
     step_grads = 0.0
@@ -1106,8 +1107,7 @@ def memory_per_gpu(model: ModelSpec, job: Job, n_gpus: int = 1) -> MemoryBreakdo
         step_grads = FP32_BYTES * group
         temporaries = max(BF16_BYTES * group, temporaries)
     # ZeRO-3's IPG buffer stays allocated through the optimizer step
-    held_buffer = ds_reduce_buffer_bytes(held, job) if ds_buffer_held_throughout(job) else 0.0
-    step_grads += held_buffer
+    step_grads += ds_buffer if ds_buffer_held_throughout(job) else 0.0
     optimizer_allocated = states.total + step_grads + temporaries
     # load: the weights as stored (bitsandbytes quantizes one linear at a time on load: the
     # dequantization buffer in the weights covers it); FSDP materializes one decoder unit in bf16

@@ -47,14 +47,14 @@ def candidate_shardings(job: Job) -> list[Sharding]:
 
 
 class JobMemory:
-    """`memory_per_gpu` of one job under each sharding it allows, per GPU count, computed once."""
+    """`memory_per_gpu` of one job under each sharding it allows (computed once per GPU count:
+    `memory_per_gpu` keeps what it computed)."""
 
     def __init__(self, model: ModelSpec, job: Job) -> None:
         self.model = model
         self.variants: list[tuple[Sharding, Job]] = [
             (s, replace(job, sharding=s)) for s in candidate_shardings(job)
         ]
-        self._cache: dict[tuple[int, int, int | None], MemoryBreakdown] = {}
 
     def hybrid_variant(self) -> int | None:
         """The index of the job under hybrid sharding, added on first request: only a stated
@@ -75,16 +75,10 @@ class JobMemory:
         the node and replicated across nodes (`gpus_per_node`, default all `n_gpus` in one node).
         """
         sharding, job = self.variants[variant]
-        node = n_gpus if gpus_per_node is None else min(n_gpus, gpus_per_node)
-        key = (variant, n_gpus, node if sharding == "hybrid" else None)
-        found = self._cache.get(key)
-        if found is None:
-            if sharding == "hybrid":
-                found = memory_per_gpu(self.model, replace(job, sharding="zero3"), node)
-            else:
-                found = memory_per_gpu(self.model, job, n_gpus)
-            self._cache[key] = found
-        return found
+        if sharding == "hybrid":
+            node = n_gpus if gpus_per_node is None else min(n_gpus, gpus_per_node)
+            return memory_per_gpu(self.model, replace(job, sharding="zero3"), node)
+        return memory_per_gpu(self.model, job, n_gpus)  # kept per (model, job, GPUs) there
 
 
 class MemoryTable:
